@@ -1,0 +1,4 @@
+from kllint.cli import main
+
+if __name__ == "__main__":
+    main()

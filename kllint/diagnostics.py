@@ -1,0 +1,120 @@
+"""The diagnostic data model shared by the analysis, the rules and every reporter.
+
+Positions are 1-based lines and 1-based columns, end exclusive (as Ruff and SARIF show them);
+libcst's 0-based columns are converted in exactly one place, `Span.from_code_range`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+Applicability = Literal["safe", "unsafe", "display-only"]
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A source range: 1-based `line`/`column`, end exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @classmethod
+    def from_code_range(cls, code_range: Any) -> "Span":
+        """Convert a libcst `CodeRange` (1-based lines, 0-based columns) to a Span."""
+        return cls(
+            code_range.start.line,
+            code_range.start.column + 1,
+            code_range.end.line,
+            code_range.end.column + 1,
+        )
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One step of the path from a KL estimate to its sink (CodeQL-style path explanation)."""
+
+    path: str
+    line: int
+    column: int
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A suggested rewrite of the diagnostic's primary span.
+
+    `applicability` follows Ruff: `safe` keeps gradient and value, `unsafe` changes the
+    training gradient on purpose, `display-only` needs a human choice.
+    """
+
+    applicability: Applicability
+    description: str
+    replacement: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "applicability": self.applicability,
+            "description": self.description,
+            "replacement": self.replacement,
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The KL estimate behind a finding, for the runtime gradient checker (`--confirm`).
+
+    `source` is the expression as written in the user's code; `roles` maps each free name in it
+    to `policy`, `reference`, `old` (rollout policy) or `policy_detached`; `usage` is `loss` or
+    `reward`; `granularity` is `per-token` or `sequence`.
+    """
+
+    source: str
+    roles: tuple[tuple[str, str], ...]
+    usage: str
+    granularity: str
+    framework: str = "torch"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding: a rule code at a primary span, with the trace to its sink."""
+
+    code: str
+    name: str
+    severity: Severity
+    path: str
+    span: Span
+    message: str
+    help: str = ""
+    trace: tuple[TraceStep, ...] = ()
+    fix: Fix | None = None
+    estimate: Estimate | None = None
+    confirmed: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.span.line, self.span.column, self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON contract documented in the README."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "path": self.path,
+            "line": self.span.line,
+            "column": self.span.column,
+            "end_line": self.span.end_line,
+            "end_column": self.span.end_column,
+            "message": self.message,
+            "help": self.help,
+            "trace": [step.to_json() for step in self.trace],
+            "fix": self.fix.to_json() if self.fix else None,
+            "confirmed": self.confirmed,
+        }

@@ -1,0 +1,87 @@
+"""The per-file pipeline: read -> decode -> parse -> analyse -> filter (select, suppressions).
+
+Every failure on one file becomes a KL900 diagnostic or an internal-error note for that file;
+the run always goes on with the other files.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kllint.config import Settings
+from kllint.diagnostics import Diagnostic, Span
+from kllint.discovery import Discovered
+from kllint.rules.registry import BY_CODE, select_codes
+from kllint.suppression import Suppressions
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+
+
+@dataclass
+class RunResult:
+    """Diagnostics of a run, sorted; `internal_errors` are one-line notes for stderr."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)
+    files_checked: int = 0
+
+
+def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    info = BY_CODE["KL900"]
+    return Diagnostic(info.code, info.name, info.severity, display,
+                      Span(line, column, line, column + 1), message)
+
+
+def _per_file_ignored(display: str, settings: Settings) -> set[str]:
+    ignored: set[str] = set()
+    for pattern, codes in settings.per_file_ignores:
+        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(Path(display).name, pattern):
+            ignored |= set(select_codes(["ALL"], []) - select_codes(["ALL"], list(codes)))
+    return ignored
+
+
+def check_file(item: Discovered, settings: Settings) -> tuple[list[Diagnostic], list[str]]:
+    """Analyse one file; never raises for bad input."""
+    from kllint.analysis.checker import check_source
+
+    display = item.display
+    try:
+        raw = item.path.read_bytes()
+    except OSError as exc:
+        return [syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")], []
+    if len(raw) > MAX_FILE_BYTES:
+        return [syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; not checked")], []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")], []
+    try:
+        found = check_source(text, display, item.path, settings)
+    except SyntaxError as exc:
+        return [syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)], []
+    except RecursionError:
+        return [syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], []
+    except Exception as exc:  # noqa: BLE001 - one file must never stop the run
+        return [], [f"{display}: internal error: {type(exc).__name__}: {exc}"]
+    active = settings.active_codes - _per_file_ignored(display, settings)
+    suppressions = Suppressions.parse(text)
+    kept = [d for d in found if d.code in active and not suppressions.hides(d)]
+    return kept, []
+
+
+def run(files: list[Discovered], settings: Settings) -> RunResult:
+    """Check every file and return the sorted, de-duplicated diagnostics."""
+    result = RunResult()
+    seen: set[tuple] = set()
+    for item in files:
+        diagnostics, errors = check_file(item, settings)
+        result.files_checked += 1
+        result.internal_errors.extend(errors)
+        for diagnostic in diagnostics:
+            key = (diagnostic.path, diagnostic.span, diagnostic.code)
+            if key not in seen:
+                seen.add(key)
+                result.diagnostics.append(diagnostic)
+    result.diagnostics.sort(key=lambda d: d.sort_key)
+    return result

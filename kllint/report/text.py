@@ -1,0 +1,50 @@
+"""Full output (rich): code frame, message, the trace as numbered steps, and the rewrite."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from kllint.diagnostics import Diagnostic
+
+
+def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
+    if path not in cache:
+        try:
+            cache[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            cache[path] = []
+    return cache[path]
+
+
+def render(diagnostics: list[Diagnostic], console: Console) -> None:
+    """Print each diagnostic with a code frame of its primary span."""
+    cache: dict[str, list[str]] = {}
+    for d in diagnostics:
+        header = Text()
+        header.append(f"{d.path}:{d.span.line}:{d.span.column}: ", style="bold")
+        header.append(f"{d.code} ", style="bold red" if d.severity == "error" else "bold yellow")
+        header.append(f"[{d.name}] ", style="dim")
+        header.append(d.message)
+        console.print(header)
+        lines = _source_lines(d.path, cache)
+        if 0 < d.span.line <= len(lines):
+            gutter = len(str(d.span.end_line)) + 1
+            for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
+                if number > len(lines):
+                    break
+                console.print(Text(f"{number:>{gutter}} | ", style="blue") + Text(lines[number - 1]))
+                if number == d.span.line:
+                    end = d.span.end_column if d.span.end_line == d.span.line else len(lines[number - 1]) + 1
+                    marks = " " * (d.span.column - 1) + "^" * max(1, end - d.span.column)
+                    console.print(Text(" " * gutter + " | ", style="blue") + Text(marks, style="bold red"))
+        for index, step in enumerate(d.trace, 1):
+            console.print(Text(f"  {index}. {step.path}:{step.line}:{step.column}: {step.note}", style="dim"))
+        if d.help:
+            console.print(Text("  help: ", style="bold cyan") + Text(d.help))
+        if d.fix is not None and d.fix.replacement:
+            console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(d.fix.replacement))
+        if d.confirmed:
+            console.print(Text("  confirmed: ", style="bold magenta") + Text(str(d.confirmed.get("summary", d.confirmed))))
+        console.print()
