@@ -69,16 +69,22 @@ class Fix:
 class Estimate:
     """The KL estimate behind a finding, for the runtime gradient checker (`--confirm`).
 
-    `source` is the expression as written in the user's code; `roles` maps each free name in it
-    to `policy`, `reference`, `old` (rollout policy) or `policy_detached`; `usage` is `loss` or
-    `reward`; `granularity` is `per-token` or `sequence`.
+    `source` is the final expression as written in the user's code and `setup` the assignments
+    (as written, in order) that define the intermediate names it uses, e.g.
+    `("log_ratio = logp - base_logp",)` before `0.5 * log_ratio.square()`. `roles` maps each
+    free name to `policy` (live log-probs, `[batch, tokens]`), `policy_detached`, `reference`,
+    `old` (rollout policy) or `mask`; other free names are opaque (bound to ones). `usage` is
+    `loss` or `reward`; `granularity` is `per-token` or `sequence`; `framework` is `torch` or
+    `jax` (the module aliases used, e.g. `torch`, `F`, `jnp`, `jax`, are in `aliases`).
     """
 
     source: str
     roles: tuple[tuple[str, str], ...]
     usage: str
     granularity: str
+    setup: tuple[str, ...] = ()
     framework: str = "torch"
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
