@@ -23,8 +23,10 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 
 KNOWN_KEYS = (
     "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-    "output-format", "vocab", "respect-gitignore",
+    "output-format", "vocab", "respect-gitignore", "blanket-noqa",
 )
+OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
+CONFIG_NAMES = ("kllint.toml", "pyproject.toml")
 VOCAB_KEYS = ("logprob-functions", "stop-gradient-functions", "loss-sinks", "reference-names")
 
 
@@ -54,15 +56,27 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     output_format: str | None = None
     respect_gitignore: bool = True
+    blanket_noqa: bool = False
     vocab: Vocab = field(default_factory=Vocab)
     source: Path | None = None
 
     @property
     def active_codes(self) -> frozenset[str]:
+        """The rule codes enabled by `select`, `extend-select` and `ignore`."""
         return select_codes(self.select, self.ignore, self.extend_select)
 
+    @property
+    def root(self) -> Path | None:
+        """The folder of the configuration file: excludes and per-file-ignores are relative to it."""
+        return self.source.parent if self.source is not None else None
+
     def with_overrides(self, **changes: Any) -> "Settings":
+        """A copy with the given fields replaced (None values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def for_path(self, path: Path) -> "Settings":
+        """The settings of one file: a plain Settings applies to every file (see SettingsResolver)."""
+        return self
 
 
 def _did_you_mean(key: str, options: tuple[str, ...]) -> str:
@@ -106,9 +120,16 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
             (pattern, tuple(_str_list(pfi, pattern, where) or ())) for pattern in pfi
         )
     if "output-format" in table:
-        changes["output_format"] = str(table["output-format"])
-    if "respect-gitignore" in table:
-        changes["respect_gitignore"] = bool(table["respect-gitignore"])
+        fmt = table["output-format"]
+        if fmt not in OUTPUT_FORMATS:
+            raise ConfigError(f"{where}: `output-format` must be one of {', '.join(OUTPUT_FORMATS)}, "
+                              f"not {fmt!r}")
+        changes["output_format"] = fmt
+    for key, attr in (("respect-gitignore", "respect_gitignore"), ("blanket-noqa", "blanket_noqa")):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{where}: `{key}` must be true or false")
+            changes[attr] = table[key]
     if "vocab" in table:
         vocab = table["vocab"]
         if not isinstance(vocab, dict):
@@ -162,3 +183,88 @@ def find_config(start: Path) -> Path | None:
                 except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
                     return candidate  # reported when loaded
     return None
+
+
+@dataclass(frozen=True)
+class CliOverrides:
+    """Options given on the command line, applied on top of every configuration file (Ruff-style).
+
+    `select` replaces the configured selection; `extend_select` and `ignore` add to it.
+    """
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        """Raises ConfigError when a selector names no rule."""
+        try:
+            select_codes(self.select or ("ALL",), self.ignore, self.extend_select)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def apply(self, settings: Settings) -> Settings:
+        """`settings` with these overrides applied."""
+        return replace(
+            settings,
+            select=self.select if self.select is not None else settings.select,
+            extend_select=settings.extend_select + self.extend_select,
+            ignore=settings.ignore + self.ignore,
+        )
+
+
+class SettingsResolver:
+    """Settings per checked file: the closest configuration file to each file wins (as in Ruff).
+
+    For a file, the folders from the file's own folder upwards are searched for `kllint.toml` or a
+    `pyproject.toml` with a `[tool.kllint]` table; the first found applies, on top of the defaults,
+    and then the command-line overrides. `config` (the `--config` option) makes one file apply to
+    every checked file; `isolated` ignores all configuration files. Lookups are cached per folder
+    and each file is parsed once. The object has the same `for_path` method as `Settings`, so
+    `discovery.discover` and `engine.run` accept either.
+    """
+
+    def __init__(self, overrides: CliOverrides | None = None, config: Path | None = None,
+                 isolated: bool = False) -> None:
+        """Raises ConfigError when `config` cannot be read or is invalid, or both options are used."""
+        if config is not None and isolated:
+            raise ConfigError("--config and --isolated cannot be used together")
+        self.overrides = overrides or CliOverrides()
+        self.overrides.validate()
+        self.isolated = isolated
+        self._by_folder: dict[Path, Settings] = {}
+        self._by_file: dict[Path | None, Settings] = {}
+        self._fixed: Settings | None = None
+        if isolated:
+            self._fixed = self.overrides.apply(Settings())
+        elif config is not None:
+            config = Path(config).resolve()
+            loaded = load_file(config)
+            self._fixed = self.overrides.apply(loaded or Settings(source=config))
+
+    def _for_config(self, config: Path | None) -> Settings:
+        if config not in self._by_file:
+            loaded = load_file(config) if config is not None else None
+            self._by_file[config] = self.overrides.apply(loaded or Settings())
+        return self._by_file[config]
+
+    def for_path(self, path: Path) -> Settings:
+        """The settings that apply to `path` (a file or a folder).
+
+        Raises:
+            ConfigError: the closest configuration file is invalid.
+        """
+        if self._fixed is not None:
+            return self._fixed
+        resolved = Path(path).resolve()
+        folder = resolved if resolved.is_dir() else resolved.parent
+        if folder not in self._by_folder:
+            found = find_config(folder)
+            self._by_folder[folder] = self._for_config(found.resolve() if found else None)
+        return self._by_folder[folder]
+
+    def used(self) -> list[Settings]:
+        """Every distinct Settings resolved so far (for run-wide reports such as SARIF rules)."""
+        if self._fixed is not None:
+            return [self._fixed]
+        return list(self._by_file.values())

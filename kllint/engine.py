@@ -8,12 +8,18 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import libcst as cst
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
 from kllint.rules.registry import BY_CODE, select_codes
 from kllint.suppression import Suppressions
+
+if TYPE_CHECKING:
+    from kllint.discovery import SettingsSource
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
@@ -33,12 +39,26 @@ def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1
                       Span(line, column, line, column + 1), message)
 
 
-def _per_file_ignored(display: str, settings: Settings) -> set[str]:
+def _per_file_ignored(display: str, settings: Settings, path: Path | None = None) -> set[str]:
+    candidates = {display, Path(display).name}
+    if path is not None and settings.root is not None:
+        try:
+            candidates.add(path.resolve().relative_to(settings.root.resolve()).as_posix())
+        except ValueError:
+            pass
     ignored: set[str] = set()
     for pattern, codes in settings.per_file_ignores:
-        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(Path(display).name, pattern):
+        if any(fnmatch.fnmatch(candidate, pattern) for candidate in candidates):
             ignored |= set(select_codes(["ALL"], []) - select_codes(["ALL"], list(codes)))
     return ignored
+
+
+def filter_found(found: list[Diagnostic], text: str, display: str, settings: Settings,
+                 path: Path | None = None) -> list[Diagnostic]:
+    """Keep the findings of selected codes that no per-file-ignore or inline suppression hides."""
+    active = settings.active_codes - _per_file_ignored(display, settings, path)
+    suppressions = Suppressions.parse(text, blanket_noqa=settings.blanket_noqa)
+    return [d for d in found if d.code in active and not suppressions.hides(d)]
 
 
 def check_file(item: Discovered, settings: Settings) -> tuple[list[Diagnostic], list[str]]:
@@ -60,22 +80,32 @@ def check_file(item: Discovered, settings: Settings) -> tuple[list[Diagnostic], 
         found = check_source(text, display, item.path, settings)
     except SyntaxError as exc:
         return [syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)], []
+    except cst.ParserSyntaxError as exc:
+        return [syntax_diagnostic(display, f"cannot parse: {exc.message.splitlines()[0] if exc.message else 'syntax error'}", exc.raw_line or 1,
+                                  (exc.raw_column or 0) + 1)], []
     except RecursionError:
         return [syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], []
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
         return [], [f"{display}: internal error: {type(exc).__name__}: {exc}"]
-    active = settings.active_codes - _per_file_ignored(display, settings)
-    suppressions = Suppressions.parse(text)
-    kept = [d for d in found if d.code in active and not suppressions.hides(d)]
-    return kept, []
+    return filter_found(found, text, display, settings, item.path), []
 
 
-def run(files: list[Discovered], settings: Settings) -> RunResult:
-    """Check every file and return the sorted, de-duplicated diagnostics."""
+def run(files: list[Discovered], settings: "Settings | SettingsSource",
+        progress: Callable[[Discovered], None] | None = None) -> RunResult:
+    """Check every file and return the sorted, de-duplicated diagnostics.
+
+    `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
+    the closest configuration); `progress` is called after each file.
+
+    Raises:
+        kllint.config.ConfigError: when a file's configuration is invalid.
+    """
     result = RunResult()
     seen: set[tuple] = set()
     for item in files:
-        diagnostics, errors = check_file(item, settings)
+        diagnostics, errors = check_file(item, settings.for_path(item.path))
+        if progress is not None:
+            progress(item)
         result.files_checked += 1
         result.internal_errors.extend(errors)
         for diagnostic in diagnostics:

@@ -1,9 +1,41 @@
-"""Placeholder: replaced by the real analysis."""
+"""One file through the analysis: parse, interpret every entry point, hand the facts to the rules."""
 from __future__ import annotations
 
-import libcst as cst
+from pathlib import Path
+
+from kllint.analysis.facts import CallFact, LossFact, RewardFact
+from kllint.analysis.index import ProjectIndex
+from kllint.analysis.interpreter import Interpreter
+from kllint.diagnostics import Diagnostic
+from kllint.rules.api import check_call
+from kllint.rules.base import RuleContext
+from kllint.rules.loss import check_loss
+from kllint.rules.reward import check_reward
 
 
-def check_source(text, display, path, settings):
-    cst.parse_module(text)
-    return []
+def check_source(text: str, display: str, path: Path, settings: object | None = None,
+                 index: ProjectIndex | None = None) -> list[Diagnostic]:
+    """All diagnostics of one module's source (unfiltered by selection and suppressions).
+
+    Raises:
+        SyntaxError: the source does not parse (reported as KL900 by the engine).
+    """
+    index = index or ProjectIndex()
+    entry = index.module_for_file(text, path, display)
+    interpreter = Interpreter(entry, index)
+    interpreter.run()
+    modules = {entry.display: entry}
+    for module in index.loaded():
+        modules.setdefault(module.display, module)
+    ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles)
+    for fact in interpreter.facts:
+        if isinstance(fact, LossFact):
+            check_loss(fact, ctx)
+        elif isinstance(fact, RewardFact):
+            check_reward(fact, ctx)
+        elif isinstance(fact, CallFact):
+            check_call(fact, ctx)
+    unique: dict[tuple, Diagnostic] = {}
+    for diagnostic in ctx.found:
+        unique.setdefault((diagnostic.code, diagnostic.span), diagnostic)
+    return sorted(unique.values(), key=lambda d: d.sort_key)

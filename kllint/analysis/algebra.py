@@ -1,0 +1,208 @@
+"""Arithmetic on abstract tensors: builds sympy expressions, keeps the anchor of a KL estimate
+while it is still "pure" (only log-probs and numbers), and turns it into a tracked `KLTerm` when
+it meets anything else (a coefficient, an advantage, another loss term).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import sympy as sp
+
+from kllint.analysis.facts import KLTerm
+from kllint.analysis.symbolic import (
+    LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, classify_value,
+)
+from kllint.analysis.values import Anchor, Tensor
+
+MAX_TRACE = 6
+
+
+class Algebra:
+    """Expression building for one analysed file (shared by all frames)."""
+
+    def __init__(self) -> None:
+        self.table = SymbolTable()
+        self.kterms: dict[sp.Symbol, KLTerm] = {}
+        self._wrapped: dict[tuple, sp.Symbol] = {}
+        self._detached: dict[sp.Symbol, sp.Symbol] = {}
+
+    # -- constructors -----------------------------------------------------------------------
+    def opaque(self, name: str, positive: bool = True) -> Tensor:
+        return Tensor(self.table.fresh(name or "t", positive=positive) if positive else self.table.fresh(name or "t", real=True))
+
+    def number(self, value: float) -> Tensor:
+        return Tensor(sp.nsimplify(value) if isinstance(value, float) and float(value).is_integer() else sp.Number(value))
+
+    # -- classification helpers -------------------------------------------------------------
+    def is_kl_candidate(self, t: Tensor) -> bool:
+        """Pure (log-probs, numbers, reductions of those) and depends on the reference."""
+        return self.table.is_pure(t.expr) and REF in self.table.role_symbols(t.expr)
+
+    def has_roles(self, expr: sp.Expr) -> bool:
+        return bool(self.table.role_symbols(expr)) or bool(self.kl_symbols(expr))
+
+    def kl_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
+        found: set[sp.Symbol] = set()
+        stack, seen = [expr], set()
+        while stack:
+            current = stack.pop()
+            for symbol in current.free_symbols:
+                if symbol in self.kterms:
+                    found.add(symbol)
+                elif symbol in self.table.reductions and symbol not in seen:
+                    seen.add(symbol)
+                    stack.append(self.table.reductions[symbol].inner)
+        return found
+
+    def live(self, expr: sp.Expr) -> bool:
+        """Carries the policy's gradient (directly or through a tracked KL term)."""
+        if LP in self.table.role_symbols(expr):
+            return True
+        return any(LP in self.table.role_symbols(self.kterms[k].expr) for k in self.kl_symbols(expr))
+
+    # -- KL terms -------------------------------------------------------------------------
+    def wrap(self, t: Tensor) -> sp.Expr:
+        """The expression to use when `t` meets other terms: a KLTerm symbol if `t` is a KL
+        estimate (by value), else `t.expr` unchanged."""
+        if t.anchor is None or not self.is_kl_candidate(t):
+            return t.expr
+        match = classify_value(t.expr, self.table)
+        if match is None:
+            return t.expr
+        key = (t.expr, t.anchor)
+        symbol = self._wrapped.get(key)
+        if symbol is None:
+            symbol = self.table.fresh("K", real=True)
+            self._wrapped[key] = symbol
+            per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
+            self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token)
+        return symbol
+
+    def named_kl(self, name: str, anchor: Anchor, per_token: bool) -> Tensor:
+        """A tensor named as a KL estimate whose form is not visible (e.g. a parameter `kl`)."""
+        symbol = self.table.fresh("Kp", real=True)
+        self.kterms[symbol] = KLTerm(symbol, symbol, None, anchor, (), (), per_token=per_token)
+        return Tensor(symbol)
+
+    def mark_entry(self, expr: sp.Expr, other: sp.Expr, anchor: Anchor) -> None:
+        """Record where each KL term of `expr` is first added to a different term `other`."""
+        if other.is_number:
+            return
+        mine, theirs = self.kl_symbols(expr), self.kl_symbols(other)
+        for symbol in mine - theirs:
+            term = self.kterms[symbol]
+            if term.entry is None:
+                term.entry = anchor
+
+    # -- operations ----------------------------------------------------------------------------
+    def detach(self, t: Tensor) -> Tensor:
+        return t.with_(expr=self.detach_expr(t.expr))
+
+    def detach_expr(self, expr: sp.Expr) -> sp.Expr:
+        if not self.live(expr):
+            return expr
+        mapping: dict[sp.Symbol, sp.Expr] = {}
+        for symbol in expr.free_symbols:
+            if symbol == LP:
+                mapping[symbol] = LPD
+            elif symbol in self.table.reductions and self.live(self.table.reductions[symbol].inner):
+                mapping[symbol] = self._detached_symbol(symbol, lambda s: self.table.reduce(
+                    self.detach_expr(self.table.reductions[s].inner), self.table.reductions[s].kind))
+            elif symbol in self.kterms and self.live(self.kterms[symbol].expr):
+                mapping[symbol] = self._detached_symbol(symbol, self._detached_term)
+        return expr.xreplace(mapping) if mapping else expr
+
+    def _detached_symbol(self, symbol: sp.Symbol, make: Callable[[sp.Symbol], sp.Symbol]) -> sp.Symbol:
+        if symbol not in self._detached:
+            self._detached[symbol] = make(symbol)
+        return self._detached[symbol]
+
+    def _detached_term(self, symbol: sp.Symbol) -> sp.Symbol:
+        term = self.kterms[symbol]
+        new = self.table.fresh("K", real=True)
+        self.kterms[new] = KLTerm(new, self.detach_expr(term.expr), term.estimator, term.anchor, term.trace,
+                                  term.call_sites, per_token=term.per_token)
+        return new
+
+    def reduce(self, t: Tensor, kind: str = "sum") -> Tensor:
+        if t.kind == "mask":
+            return Tensor(self.table.fresh("count", positive=True), kind="count")
+        if t.expr.is_number:
+            return t.with_(kind=None) if kind == "sum" else t
+        return t.with_(expr=self.table.reduce(t.expr, kind), kind=None, vocab=False)
+
+    def unary(self, t: Tensor, fn: Callable[[sp.Expr], sp.Expr], anchor: Anchor, keep_anchor: bool = False) -> Tensor:
+        """An elementwise function; a pure operand stays pure with the anchor moved here."""
+        pure = self.table.is_pure(t.expr) and self.has_roles(t.expr)
+        try:
+            expr = fn(t.expr if pure else self.wrap(t))
+        except (TypeError, ValueError, ZeroDivisionError):
+            expr = self.table.fresh("f", real=True)
+        if pure and not keep_anchor:
+            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None)
+        return t.with_(expr=expr, kind=None)
+
+    def clamp(self, t: Tensor, anchor: Anchor) -> Tensor:
+        return self.unary(t, Clamp, anchor)
+
+    def binary(self, op: str, a: Tensor, b: Tensor, anchor: Anchor) -> Tensor:
+        """`a op b` for op in + - * / ** (masks multiply and counts divide as identities)."""
+        if op == "*" and b.kind == "mask" and a.kind != "mask":
+            return a
+        if op == "*" and a.kind == "mask" and b.kind != "mask":
+            return b
+        if op == "/" and b.kind == "count":
+            return a
+        if a.kind == "count" and b.kind == "count":
+            return Tensor(self.table.fresh("count", positive=True), kind="count")
+        pure_a = self.table.is_pure(a.expr)
+        pure_b = self.table.is_pure(b.expr)
+        roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
+        if pure_a and pure_b and (roles_a or roles_b):
+            expr = self._apply(op, a.expr, b.expr)
+            if op in "*/" and (roles_a != roles_b):
+                # scaling by a number keeps the estimate where it was formed
+                kept = a if roles_a else b
+                return kept.with_(expr=expr)
+            trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
+            space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
+            return Tensor(expr, anchor, trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
+                          call_sites=(a.call_sites if roles_a else b.call_sites))
+        left, right = self.wrap(a), self.wrap(b)
+        if op in "+-":
+            self.mark_entry(left, right, anchor)
+            self.mark_entry(right, left, anchor)
+        expr = self._apply(op, left, right)
+        space = a.space if b.expr.is_number or not roles_b else None
+        return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+
+    @staticmethod
+    def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:
+        try:
+            if op == "+":
+                return x + y
+            if op == "-":
+                return x - y
+            if op == "*":
+                return x * y
+            if op == "/":
+                return x / y
+            if op == "**":
+                return x ** y
+        except (TypeError, ValueError, ZeroDivisionError):
+            pass
+        return sp.Function("op")(x, y)
+
+    @staticmethod
+    def _trace(t: Tensor) -> tuple:
+        if t.anchor is None:
+            return t.trace
+        return (t.trace + (t.anchor.step("computed here"),))[-MAX_TRACE:]
+
+    def opaque_call(self, name: str, args: list[Tensor]) -> Tensor:
+        """An unknown function of tensors: keeps the dependencies, not the meaning."""
+        exprs = [self.wrap(a) for a in args if self.has_roles(a.expr)]
+        if not exprs:
+            return self.opaque(name)
+        safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
+        return Tensor(sp.Function(f"call_{safe}")(*exprs))

@@ -1,0 +1,367 @@
+"""What calls mean: project functions are followed, tensor-library functions and tensor methods
+are modelled (`frameworks`), model forwards produce log-prob-like tensors of the model's role,
+and a few APIs are judged on the spot (kl_div arguments, reference forwards, clamp after exp).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+import sympy as sp
+
+from kllint.analysis import frameworks as fw
+from kllint.analysis import roles
+from kllint.analysis.facts import CallFact, LossFact
+from kllint.analysis.symbolic import LP, REF, Clamp
+from kllint.analysis.values import (
+    ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
+    Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+
+if TYPE_CHECKING:
+    from kllint.analysis.interpreter import Frame, Interpreter
+
+ROLE_SYMBOL = {"policy": LP, "reference": REF}
+
+
+def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+             frame: "Frame") -> Value:
+    from kllint.analysis.interpreter import KLDivModule, _Attr, _BoundMethod
+
+    if isinstance(func, FunctionRef):
+        return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, ClassRef):
+        return Instance(func)
+    if isinstance(func, ModuleRef):
+        return library_call(it, func.qualname, args, kwargs, node, frame)
+    if isinstance(func, _BoundMethod):
+        if isinstance(func.obj, Tensor):
+            return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
+        if isinstance(func.obj, Model):
+            if func.name in ("forward", "__call__", "get_logits", "compute_logits"):
+                return forward(it, func.obj, node, frame)
+            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
+                return func.obj
+            return Unknown(func.name)
+    if isinstance(func, Model):
+        return forward(it, func, node, frame)
+    if isinstance(func, Tensor) and func.expr in (LP, REF):
+        return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
+    if isinstance(func, GradOf):
+        return grad_call(it, func, args, kwargs, node, frame)
+    if isinstance(func, KLDivModule):
+        return kl_div(it, args[0] if args else kwargs.get("input"), args[1] if len(args) > 1 else kwargs.get("target"),
+                      func.reduction, func.explicit, func.log_target, node, frame, "nn.KLDivLoss")
+    if isinstance(func, _Attr):
+        return unknown_call(it, func.attr, args, kwargs, node, frame)
+    if isinstance(func, Unknown):
+        return unknown_call(it, func.name, args, kwargs, node, frame)
+    return Unknown()
+
+
+def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> Value:
+    """A network's forward pass: logits of the model's role; reference forwards with gradient
+    tracking on are reported (KL503, PyTorch only)."""
+    symbol = ROLE_SYMBOL.get(model.role, LP)
+    if model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference:
+        anchor = frame.call_stack[0] if frame.call_stack else it.anchor(node, frame)
+        it.emit(frame, CallFact(
+            "KL503", anchor,
+            "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
+            "reference's activations and can push gradient into it",
+            "compute reference log-probs under `torch.no_grad()` / `torch.inference_mode()`, or "
+            "freeze the reference with `requires_grad_(False)`",
+        ))
+    value = Tensor(symbol, space="logits")
+    return it.algebra.detach(value) if frame.no_grad else value
+
+
+def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+              frame: "Frame") -> Value:
+    """Calling `jax.grad(f)`: `f`'s result (its first element with has_aux) is differentiated with
+    respect to its first argument, which carries the policy's parameters."""
+    results = []
+    for function in alternatives(grad.function):
+        if not isinstance(function, FunctionRef):
+            continue
+        bound = [Model("policy", "params")] + list(args[1:])
+        result = it.call_function(function, bound, kwargs, node, frame)
+        for option in alternatives(result):
+            first = option.items[0] if isinstance(option, Sequence) and option.items and grad.has_aux else option
+            if isinstance(first, Sequence) and first.items:
+                first = first.items[0]
+            results.append(first)
+    it.loss_sink(join(*results) if results else Unknown(), node, frame, "differentiated by `jax.grad`")
+    return Unknown("gradients")
+
+
+def _arg(args: list[Value], kwargs: dict[str, Value], position: int, *names: str) -> Value | None:
+    for name in names:
+        if name in kwargs:
+            return kwargs[name]
+    return args[position] if len(args) > position else None
+
+
+def _literal(value: Value | None) -> Any:
+    if isinstance(value, Literal):
+        return value.value
+    return None
+
+
+def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                 frame: "Frame") -> Value:
+    from kllint.analysis.interpreter import KLDivModule
+
+    last = qualname.rsplit(".", 1)[-1]
+    if qualname in fw.GRAD_TRANSFORMS:
+        has_aux = bool(_literal(kwargs.get("has_aux")))
+        return GradOf(args[0] if args else Unknown(), has_aux or "value_and_grad" in last)
+    if qualname in fw.KL_DIV_FUNCTIONS:
+        reduction = _arg(args, kwargs, 4, "reduction")
+        log_target = _arg(args, kwargs, 5, "log_target")
+        return kl_div(it, _arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "target"),
+                      _literal(reduction) if reduction is not None else "mean", reduction is not None,
+                      bool(_literal(log_target)), node, frame, "F.kl_div")
+    if qualname in fw.KL_DIV_MODULES:
+        reduction = _arg(args, kwargs, 2, "reduction")
+        log_target = _arg(args, kwargs, 3, "log_target")
+        return KLDivModule(_literal(reduction) if reduction is not None else "mean", reduction is not None,
+                           bool(_literal(log_target)))
+    if qualname in fw.OPTAX_KL:
+        first = _arg(args, kwargs, 0, "log_predictions")
+        if isinstance(first, Tensor) and first.space in ("prob", "logits"):
+            it.emit(frame, CallFact(
+                "KL501", it.anchor(node, frame),
+                f"`{last}` expects log-probabilities as its first argument but gets {_space_words(first.space)}: "
+                "the value is not a KL and its gradient is wrong",
+                "pass `jax.nn.log_softmax(logits)` as `log_predictions`"))
+        return it.algebra.opaque("kl")
+    if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
+        target = _arg(args, kwargs, 0, "outputs", "tensors")
+        it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
+        return Unknown("gradients")
+    if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):
+        return it.detach_value(args[0]) if args else Unknown()
+    if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
+        return unknown_call(it, last, args, kwargs, node, frame)
+    return tensor_function(it, last, args, kwargs, node, frame)
+
+
+def _space_words(space: str | None) -> str:
+    return {"prob": "probabilities", "logits": "raw logits", "logprob": "log-probabilities"}.get(space or "", "values")
+
+
+def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                    frame: "Frame") -> Value:
+    """`torch.X(...)`, `jnp.X(...)`, `F.X(...)`: the first argument is the tensor operated on."""
+    if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
+        items = args[0] if args else Unknown()
+        return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+    if name in fw.CONSTANT_LIKE:
+        return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
+    if name in fw.CREATION:
+        return it.algebra.opaque(name)
+    if name == "where" and len(args) >= 3:
+        x, y = args[1], args[2]
+        if _is_constant(y):
+            return x
+        if _is_constant(x):
+            return y
+        return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
+    if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
+        return it.arith(fw.MULTI_ARG_ARITH[name], args[0], args[1], node, frame)
+    if name in fw.PAIRWISE_CLAMPS and len(args) >= 2:
+        if _is_constant(args[1]):
+            return clamp(it, args[0], node, frame)
+        if _is_constant(args[0]):
+            return clamp(it, args[1], node, frame)
+        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+    if name in ("max", "min") and len(args) >= 2 and not _is_int_literal(args[1]):
+        if _is_constant(args[1]):
+            return clamp(it, args[0], node, frame)
+        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+    if name == "pow" and len(args) >= 2:
+        return it.arith("**", args[0], args[1], node, frame)
+    if not args:
+        return it.algebra.opaque(name)
+    return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def _is_constant(value: Value) -> bool:
+    if isinstance(value, Literal):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    if isinstance(value, Tensor):
+        return value.expr.is_number
+    return isinstance(value, ConfigValue)
+
+
+def _is_int_literal(value: Value) -> bool:
+    return isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool)
+
+
+def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Value:
+    """A clamp: identity inside its range (kept as a marker); KL601 when it clamps exp(log-ratio)."""
+    options = []
+    for option in alternatives(value):
+        if not isinstance(option, Tensor):
+            options.append(option)
+            continue
+        if _exp_of_live_logratio(it, option.expr):
+            it.emit(frame, CallFact(
+                "KL601", it.anchor(node, frame),
+                "exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "
+                "zero gradient times an infinite derivative gives NaN gradients",
+                "clamp the log-ratio before `exp` (e.g. `log_ratio.clamp(-20, 20)`), then clamp the result if needed",
+                frame.call_stack))
+        options.append(it.algebra.clamp(option, it.anchor(node, frame)))
+    return join(*options)
+
+
+def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
+    if REF not in it.algebra.table.role_symbols(expr):
+        return False
+    for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
+        if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
+            return True
+    return False
+
+
+def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
+                  node: cst.Call, frame: "Frame", functional: bool = False) -> Value:
+    """`x.method(...)` (or `torch.method(x, ...)` with `functional`)."""
+    if not isinstance(obj, Tensor):
+        if isinstance(obj, Model):
+            obj = it.as_tensor(obj)
+        elif isinstance(obj, Sequence) and name in ("stack", "cat"):
+            return join(*obj.items)
+        else:
+            return it.algebra.opaque(name)
+    algebra = it.algebra
+    anchor = it.anchor(node, frame)
+    if name == "backward":
+        target = obj
+        if args and isinstance(args[0], Tensor) and not algebra.has_roles(obj.expr):
+            target = args[0]
+        it.loss_sink(target, node, frame, "differentiated by `.backward()`")
+        return Unknown("backward")
+    if name in fw.DETACH:
+        return algebra.detach(obj)
+    if name in fw.CONSUME:
+        return Unknown("metric")
+    if name in fw.IDENTITY or name in ("scale",):
+        return obj
+    if name in fw.EXP:
+        space = "prob" if obj.space == "logprob" else None
+        return algebra.unary(obj, sp.exp, anchor).with_(space=space)
+    if name in fw.LOG:
+        space = "logprob" if obj.space == "prob" else None
+        return algebra.unary(obj, sp.log, anchor).with_(space=space)
+    if name == "expm1":
+        return algebra.unary(obj, lambda e: sp.exp(e) - 1, anchor)
+    if name == "log1p":
+        return algebra.unary(obj, lambda e: sp.log(1 + e), anchor)
+    if name in ("square",):
+        return algebra.unary(obj, lambda e: e ** 2, anchor)
+    if name in ("pow", "power", "float_power") and args:
+        return it.arith("**", obj, args[0], node, frame)
+    if name == "sqrt":
+        return algebra.unary(obj, sp.sqrt, anchor)
+    if name in ("abs", "absolute"):
+        return algebra.unary(obj, sp.Abs, anchor)
+    if name in ("neg", "negative"):
+        return algebra.unary(obj, lambda e: -e, anchor)
+    if name in fw.MULTI_ARG_ARITH and args:
+        return it.arith(fw.MULTI_ARG_ARITH[name], obj, args[0], node, frame)
+    if name in fw.CLAMPS:
+        return clamp(it, obj, node, frame)
+    if name in fw.PROB_MAPS:
+        return algebra.unary(obj, lambda e: e, anchor, keep_anchor=True).with_(space="prob", vocab=name == "softmax")
+    if name in fw.LOGPROB_MAPS:
+        return obj.with_(space="logprob", vocab=name == "log_softmax" or obj.vocab)
+    if name in fw.REDUCTIONS:
+        if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
+            dim = _arg(args, kwargs, 0, "dim", "axis")
+            if dim is None or _literal(dim) in (-1,):
+                it.emit(frame, CallFact(
+                    "KL502", anchor,
+                    "kl_div with reduction='none' is then averaged over the class dimension: the KL is "
+                    "divided by the vocabulary size",
+                    "sum over the class dimension (`.sum(-1)`), then average over tokens or the batch"))
+        if obj.space in ("prob", "logprob") and obj.vocab:
+            dim = _literal(_arg(args, kwargs, 0, "dim", "axis"))
+            if dim not in (-1, None):
+                return obj  # an average over the batch keeps the distribution
+        return algebra.reduce(obj, "sum")
+    if name in fw.CUMULATIVE:
+        return algebra.reduce(obj, "rtg")
+    if name in fw.OPAQUE_REDUCTIONS:
+        if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
+            if _is_constant(args[0]):
+                return clamp(it, obj, node, frame)
+            return algebra.opaque_call(name, [obj, args[0]])
+        return algebra.opaque_call(name, [obj])
+    if name in ("masked_fill", "masked_scatter", "fill_"):
+        return obj
+    tensors = [obj] + [a for a in args if isinstance(a, Tensor)]
+    return algebra.opaque_call(name, tensors)
+
+
+def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
+           log_target: bool, node: cst.Call, frame: "Frame", api: str) -> Value:
+    """`F.kl_div(input, target)` computes KL(target || exp(input)): input must be log-probs,
+    `log_target` must match the target's space, and `reduction='mean'` divides by the classes."""
+    anchor = it.anchor(node, frame)
+    if isinstance(input_, Tensor) and input_.space in ("prob", "logits"):
+        it.emit(frame, CallFact(
+            "KL501", anchor,
+            f"`{api}` treats `input` as log-probabilities but gets {_space_words(input_.space)}: the "
+            "result is not a KL (it can be negative) and its gradient is wrong",
+            "pass log-probabilities: `F.log_softmax(logits, -1)` or `probs.log()`"))
+    elif isinstance(target, Tensor) and target.space in ("prob", "logprob"):
+        if log_target and target.space == "prob":
+            it.emit(frame, CallFact("KL501", anchor,
+                                    f"`{api}` has log_target=True but the target is in probability space",
+                                    "pass `target.log()` or set `log_target=False`"))
+        elif not log_target and target.space == "logprob":
+            it.emit(frame, CallFact("KL501", anchor,
+                                    f"`{api}` gets a log-probability target without log_target=True",
+                                    "set `log_target=True` or pass `target.exp()`"))
+    if reduction == "mean":
+        how = "explicit" if explicit else "the default"
+        it.emit(frame, CallFact(
+            "KL502", anchor,
+            f"`{api}` with reduction='mean' ({how}) divides by batch x classes, not the batch: the KL "
+            "is scaled down by the vocabulary size",
+            "use `reduction=\"batchmean\"` (or sum over classes, then average over tokens)"))
+    kind = "kldiv_elementwise" if reduction == "none" else None
+    return Tensor(it.algebra.table.fresh("kldiv", positive=True), kind=kind)
+
+
+def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                 frame: "Frame") -> Value:
+    """A function the analysis cannot read: its name may still say what it does."""
+    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Tensor, Model))]
+    lowered = name.lower()
+    toks = set(roles.tokens(name))
+    if lowered == "backward" and args:
+        it.loss_sink(args[0], node, frame, f"differentiated by `{name}(...)`")
+        return Unknown("backward")
+    if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
+        if lowered in ("list", "tuple", "reversed", "sorted") and args:
+            return args[0]
+        return Unknown(lowered)
+    if not tensors:
+        return Unknown(name)
+    first = it.as_tensor(tensors[0])
+    if lowered in fw.REDUCTION_HELPER_TOKENS or toks & {"masked_mean", "mean", "sum", "agg", "aggregate", "reduce"} or lowered.startswith(("masked_mean", "masked_sum", "agg_loss")):
+        if "whiten" not in lowered and "normalize" not in lowered:
+            return it.algebra.reduce(first, "sum")
+    if toks & {"returns", "gae", "advantage", "advantages", "discount", "discounted", "cumsum"} or "reward_to_go" in lowered:
+        return it.algebra.reduce(first, "rtg")
+    if roles.is_logprob_name(name) or "log_softmax" in lowered:
+        for candidate in tensors:
+            tensor = it.as_tensor(candidate)
+            if it.algebra.has_roles(tensor.expr):
+                return tensor.with_(space="logprob")
+        return Unknown(name)
+    return it.algebra.opaque_call(name, [it.as_tensor(t) for t in tensors])

@@ -1,0 +1,64 @@
+"""Facts the interpreter records for the rules: where values reach loss and reward sinks, and the
+API calls the API-pitfall rules judge. Rules turn facts into diagnostics; facts carry no verdicts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from kllint.analysis.symbolic import EstimatorMatch
+from kllint.analysis.values import Anchor, Tensor
+
+
+@dataclass
+class KLTerm:
+    """A KL estimate that met other terms (a loss, a reward, a coefficient) and is tracked as a
+    symbol from then on. `expr` is its pure expression; `estimator` None means a tensor named as
+    a KL whose form the analysis cannot see (a function parameter `kl`)."""
+
+    symbol: sp.Symbol
+    expr: sp.Expr
+    estimator: EstimatorMatch | None
+    anchor: Anchor
+    trace: tuple = ()
+    call_sites: tuple[Anchor, ...] = ()
+    entry: Anchor | None = None  # where it was first added to another term
+    per_token: bool = True
+    source_names: tuple[tuple[str, str], ...] = ()
+    setup: tuple[str, ...] = ()
+
+
+@dataclass
+class LossFact:
+    """A value that is differentiated: `.backward()`, `autograd.grad`, a loss function's result,
+    the result of a function given to `jax.grad`."""
+
+    loss: Tensor
+    sink: Anchor
+    note: str
+    call_stack: tuple[Anchor, ...] = ()
+    epoch_loop: bool = False
+
+
+@dataclass
+class RewardFact:
+    """A value stored into rewards (`kind='rewards'`) or returns/advantages (`kind='returns'`)."""
+
+    value: Tensor
+    sink: Anchor
+    target: str
+    kind: str
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
+class CallFact:
+    """An API call judged on its own (kl_div arguments, reference forward, clamp after exp)."""
+
+    code: str
+    anchor: Anchor
+    message: str
+    help: str
+    call_stack: tuple[Anchor, ...] = ()
+    trace: tuple = field(default_factory=tuple)

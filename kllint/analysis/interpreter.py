@@ -1,0 +1,987 @@
+"""Abstract interpretation of Python functions over libcst trees.
+
+Each function of the checked module is run once as an entry point (its parameters get values
+from their names: `logp` is the policy's log-prob, `ref_logp` the reference's, `old_logp` the
+rollout policy's; `self` is an instance of its class), and helpers are followed into their bodies
+(same module, other project modules, methods on `self`) with the caller's values bound to their
+parameters. Branches on mode strings are specialised when the string is a literal and explored
+all together otherwise. Loss, reward and API facts are recorded for the rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+import libcst as cst
+import sympy as sp
+
+from kllint.analysis import frameworks as fw
+from kllint.analysis import roles
+from kllint.analysis.algebra import Algebra
+from kllint.analysis.facts import CallFact, LossFact, RewardFact
+from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
+from kllint.analysis.values import (
+    Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping,
+    Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+
+MAX_DEPTH = 6
+MAX_STEPS = 60_000
+ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
+
+
+class Budget(Exception):
+    """The analysis of one entry point ran out of steps."""
+
+
+@dataclass
+class Frame:
+    """The state of one function activation."""
+
+    module: ModuleInfo
+    env: dict[str, Value]
+    function: str = "<module>"
+    no_grad: bool = False
+    conditions: tuple[Condition, ...] = ()
+    returns: list[Value] = field(default_factory=list)
+    depth: int = 0
+    emit: bool = True
+    epoch_loop: bool = False
+    class_ref: ClassRef | None = None
+    call_stack: tuple[Anchor, ...] = ()
+    accumulators: dict[str, Value] = field(default_factory=dict)
+    closure: dict[str, Value] | None = None
+    active: tuple[int, ...] = ()
+    returned: bool = False
+
+    def child(self, **changes: Any) -> "Frame":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class KLDivModule:
+    """An `nn.KLDivLoss(...)` instance."""
+
+    reduction: str | None
+    explicit: bool
+    log_target: bool
+
+
+class Interpreter:
+    """Runs the entry points of one module and collects facts."""
+
+    def __init__(self, entry: ModuleInfo, index: ProjectIndex) -> None:
+        self.entry = entry
+        self.index = index
+        self.algebra = Algebra()
+        self.facts: list[Any] = []
+        self.steps = 0
+        self.grad_targets: set[str] = set()
+        self.name_roles: dict[tuple[str, str], dict[str, str]] = {}
+        self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
+        self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
+
+    # ------------------------------------------------------------------ entry points
+    def run(self) -> None:
+        self.grad_targets = self._find_grad_targets()
+        module_frame = Frame(self.entry, {}, function="<module>")
+        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
+        for name, node in self.entry.functions.items():
+            self._guarded(lambda node=node: self.run_entry(node, None))
+        for cls_node in self.entry.classes.values():
+            cls = ClassRef(cls_node.name.value, cls_node, self.entry)
+            for stmt in cls_node.body.body:
+                if isinstance(stmt, cst.FunctionDef):
+                    self._guarded(lambda stmt=stmt, cls=cls: self.run_entry(stmt, cls))
+
+    def _guarded(self, action) -> None:
+        self.steps = 0
+        try:
+            action()
+        except (Budget, RecursionError):
+            pass
+
+    def _module_statements(self) -> list[cst.CSTNode]:
+        return [s for s in self.entry.tree.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+
+    def _find_grad_targets(self) -> set[str]:
+        targets: set[str] = set()
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(inner, node: cst.Call) -> None:  # noqa: N805
+                name = dotted_name(node.func) or ""
+                qual = self.qualify(name, self.entry)
+                if qual in fw.GRAD_TRANSFORMS or name.endswith(("value_and_grad", ".grad")) and name.split(".")[0] in ("jax", "nnx", "eqx"):
+                    if node.args and isinstance(node.args[0].value, cst.Name):
+                        targets.add(node.args[0].value.value)
+
+        self.entry.tree.visit(Finder())
+        return targets
+
+    def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None) -> None:
+        name = node.name.value
+        is_grad_target = name in self.grad_targets
+        frame = Frame(self.entry, {}, function=name, class_ref=cls,
+                      no_grad=self._no_grad_decorated(node, self.entry))
+        params = node.params
+        all_params = list(params.posonly_params) + list(params.params)
+        for position, param in enumerate(all_params):
+            pname = param.name.value
+            if position == 0 and cls is not None and pname in ("self", "cls"):
+                frame.env[pname] = Instance(cls)
+                continue
+            if is_grad_target and position == 0:
+                frame.env[pname] = Model("policy", pname)
+                continue
+            frame.env[pname] = self.param_value(pname, param, frame)
+        for param in params.kwonly_params:
+            frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
+        self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
+        loss_function = is_grad_target or roles.is_loss_function_name(name)
+        sink_kind = roles.sink_kind(name)
+        if not frame.returns:
+            return
+        anchor = self.anchor(node.name, frame)
+        value = join(*frame.returns)
+        for option in alternatives(value):
+            first = option.items[0] if isinstance(option, Sequence) and option.items else option
+            if loss_function and isinstance(first, Tensor):
+                self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
+                                           f"returned by the loss function `{name}`"))
+            elif sink_kind and not loss_function:
+                for item in (option.items if isinstance(option, Sequence) else (option,)):
+                    if isinstance(item, Tensor):
+                        self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
+
+    def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
+        found: list[cst.Return] = []
+
+        class Finder(cst.CSTVisitor):
+            def visit_FunctionDef(inner, inner_node: cst.FunctionDef) -> bool:  # noqa: N805
+                return inner_node is node
+
+            def visit_Return(inner, ret: cst.Return) -> None:  # noqa: N805
+                found.append(ret)
+
+        node.visit(Finder())
+        return self.anchor(found[-1], frame) if found else None
+
+    def param_value(self, name: str, param: cst.Param, frame: Frame) -> Value:
+        """The value of an entry point's parameter, from its name and default."""
+        default = param.default
+        if default is not None:
+            value = self.eval(default, frame)
+            if isinstance(value, Literal):
+                if isinstance(value.value, (str, bool)) or value.value is None:
+                    return ConfigValue(name, value.value)
+            elif isinstance(value, Mapping):
+                return ConfigValue(name, value)
+        return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
+
+    def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
+                        detached_source: bool = False) -> Value:
+        """Roles from names: the last resort (design.md, item 3)."""
+        role = roles.logprob_role(name)
+        if role is not None:
+            symbol = ROLE_SYMBOL[role]
+            if detached_source and symbol == LP:
+                symbol = LPD
+            space = "logits" if roles.is_logits_name(name) else "logprob"
+            return Tensor(symbol, space=space)
+        model = roles.model_role(name)
+        if model is not None:
+            return Model(model, name)
+        if roles.is_mask_name(name):
+            return Tensor(self.algebra.table.fresh(name, positive=True), kind="mask")
+        if roles.is_kl_name(name) and anchor is not None:
+            return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
+        toks = roles.tokens(name)
+        space = "prob" if any(t in ("probs", "prob", "probabilities", "p") for t in toks) else None
+        return Tensor(self.algebra.table.fresh(name, positive=True), space=space)
+
+    # ------------------------------------------------------------------ helpers
+    def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
+        module = frame.module
+        return Anchor(module.display, module.span(node), node, module.file_id, frame.conditions, frame.function)
+
+    def tick(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Budget()
+
+    def qualify(self, dotted: str, module: ModuleInfo) -> str:
+        head, _, rest = dotted.partition(".")
+        base = module.imports.get(head)
+        if base is None:
+            return dotted
+        return f"{base}.{rest}" if rest else base
+
+    def as_tensor(self, value: Value, name: str = "t") -> Tensor:
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, Literal) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
+            return self.algebra.number(value.value)
+        if isinstance(value, Model):
+            return Tensor(ROLE_SYMBOL.get(value.role, LP), space="logits")
+        if isinstance(value, ConfigValue):
+            return self.algebra.opaque(value.name)
+        return self.algebra.opaque(name)
+
+    def emit(self, frame: Frame, fact: Any) -> None:
+        if frame.emit:
+            self.facts.append(fact)
+
+    # ------------------------------------------------------------------ statements
+    def exec_block(self, statements: Iterable[cst.CSTNode], frame: Frame) -> None:
+        for statement in statements:
+            if frame.returned:
+                return
+            self.exec_statement(statement, frame)
+
+    def exec_statement(self, node: cst.CSTNode, frame: Frame) -> None:
+        self.tick()
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.exec_small(small, frame)
+        elif isinstance(node, cst.If):
+            self.exec_if(node, frame)
+        elif isinstance(node, (cst.For, cst.While)):
+            self.exec_loop(node, frame)
+        elif isinstance(node, cst.With):
+            self.exec_with(node, frame)
+        elif isinstance(node, cst.Try):
+            self.exec_block(node.body.body, frame)
+            for handler in node.handlers:
+                self.exec_block(handler.body.body, frame.child(emit=False, returns=[]))
+            if node.orelse:
+                self.exec_block(node.orelse.body.body, frame)
+            if node.finalbody:
+                self.exec_block(node.finalbody.body.body, frame)
+        elif isinstance(node, cst.FunctionDef):
+            frame.env[node.name.value] = FunctionRef(node.name.value, node, frame.module, class_name=None)
+            self._closures[id(node)] = frame.env
+            if node.name.value in self.grad_targets or self._referenced_by_grad(node, frame):
+                pass
+        elif isinstance(node, cst.ClassDef):
+            frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
+        elif isinstance(node, cst.Match):
+            envs = []
+            for case in node.cases:
+                branch = frame.child(env=dict(frame.env), returns=frame.returns)
+                self.exec_block(case.body.body, branch)
+                envs.append(branch.env)
+            self._merge_envs(frame, envs, include_current=True)
+
+    @property
+    def _closures(self) -> dict[int, dict[str, Value]]:
+        if not hasattr(self, "_closure_map"):
+            self._closure_map: dict[int, dict[str, Value]] = {}
+        return self._closure_map
+
+    def _referenced_by_grad(self, node: cst.FunctionDef, frame: Frame) -> bool:
+        return False
+
+    def exec_small(self, node: cst.CSTNode, frame: Frame) -> None:
+        if isinstance(node, cst.Assign):
+            value = self.eval(node.value, frame)
+            for target in node.targets:
+                self.assign(target.target, value, frame, node)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self.assign(node.target, self.eval(node.value, frame), frame, node)
+        elif isinstance(node, cst.AugAssign):
+            self.exec_augassign(node, frame)
+        elif isinstance(node, cst.Expr):
+            self.eval(node.value, frame)
+        elif isinstance(node, cst.Return):
+            value = self.eval(node.value, frame) if node.value is not None else Literal(None)
+            frame.returns.append(value)
+            frame.returned = True
+
+    def exec_augassign(self, node: cst.AugAssign, frame: Frame) -> None:
+        op = {cst.AddAssign: "+", cst.SubtractAssign: "-", cst.MultiplyAssign: "*", cst.DivideAssign: "/"}.get(type(node.operator))
+        current = self.eval(node.target, frame)
+        value = self.eval(node.value, frame)
+        if op is None:
+            new = Unknown()
+        else:
+            new = self.arith(op, current, value, node, frame)
+        self.assign(node.target, new, frame, node)
+
+    def assign(self, target: cst.BaseExpression, value: Value, frame: Frame, statement: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            name = target.value
+            if name in frame.accumulators:
+                value = frame.accumulators[name]
+            value = self._named(value, name, frame, statement)
+            if frame.no_grad:
+                value = self.detach_value(value)
+            frame.env[name] = value
+            self.check_reward_sink(name, value, frame, statement)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            for position, element in enumerate(elements):
+                item = self._item(value, position, len(elements))
+                self.assign(element, item, frame, statement)
+        elif isinstance(target, cst.Subscript):
+            base = target.value
+            name = dotted_name(base)
+            if name is not None:
+                last = name.split(".")[-1]
+                self.check_reward_sink(last, value, frame, statement)
+                if isinstance(base, cst.Name) and base.value in frame.env:
+                    current = frame.env[base.value]
+                    if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
+                        frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
+        elif isinstance(target, cst.Attribute):
+            self.check_reward_sink(target.attr.value, value, frame, statement)
+
+    def _item(self, value: Value, position: int, count: int) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Sequence) and len(option.items) == count:
+                options.append(option.items[position])
+            else:
+                options.append(Unknown())
+        return join(*options)
+
+    def _named(self, value: Value, name: str, frame: Frame, statement: cst.CSTNode) -> Value:
+        """Name-based roles for values the dataflow knows nothing about (`ref_lp = f(...)`)."""
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr)
+                                               and option.anchor is None and not option.expr.is_number
+                                               and option.kind is None):
+                named = self.value_from_name(name, self.anchor(statement, frame), frame,
+                                             detached_source=frame.no_grad)
+                if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
+                    options.append(named)
+                    continue
+                if isinstance(named, Model) and isinstance(option, Unknown):
+                    options.append(named)
+                    continue
+            options.append(option)
+        return join(*options)
+
+    def detach_value(self, value: Value) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Tensor):
+                options.append(self.algebra.detach(option))
+            elif isinstance(option, Sequence):
+                options.append(Sequence(tuple(self.detach_value(i) for i in option.items)))
+            else:
+                options.append(option)
+        return join(*options)
+
+    def exec_if(self, node: cst.If, frame: Frame) -> None:
+        decision, condition = self.decide(node.test, frame)
+        branches: list[tuple[list, tuple]] = []
+        if decision is not False:
+            then_conditions = frame.conditions + ((condition,) if condition else ())
+            branches.append((list(node.body.body), then_conditions))
+        if decision is not True:
+            else_conditions = frame.conditions + ((replace(condition, negated=not condition.negated),) if condition else ())
+            orelse = node.orelse
+            if isinstance(orelse, cst.If):
+                branches.append(([orelse], else_conditions))
+            elif isinstance(orelse, cst.Else):
+                branches.append((list(orelse.body.body), else_conditions))
+            else:
+                branches.append(([], else_conditions))
+        envs = []
+        for statements, conditions in branches:
+            branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False)
+            self.exec_block(statements, branch)
+            if not branch.returned:
+                envs.append(branch.env)
+        if not envs:
+            frame.returned = True
+            return
+        self._merge_envs(frame, envs)
+
+    def _merge_envs(self, frame: Frame, envs: list[dict[str, Value]], include_current: bool = False) -> None:
+        if include_current:
+            envs = envs + [frame.env]
+        names = set().union(*envs)
+        merged = {}
+        for name in names:
+            values = [env[name] for env in envs if name in env]
+            merged[name] = values[0] if all(v is values[0] for v in values) else join(*values)
+        frame.env.clear()
+        frame.env.update(merged)
+
+    def decide(self, test: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
+        """Decide a branch statically (True/False) or return a condition on a mode value."""
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            comparison = test.comparisons[0]
+            if isinstance(test.left, cst.Name) and test.left.value == "__name__":
+                return True, None
+            left = self.eval(test.left, frame)
+            right = self.eval(comparison.comparator, frame)
+            operator = comparison.operator
+            options = self._literal_options(right)
+            if options is None:
+                options, left = self._literal_options(left), right
+            if options is not None:
+                negated = isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
+                if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
+                    return None, None
+                known = [o.value for o in alternatives(left) if isinstance(o, Literal)]
+                if known and len(known) == len(alternatives(left)):
+                    hits = [k in options for k in known]
+                    if all(hits):
+                        return (not negated), None
+                    if not any(hits):
+                        return negated, None
+                    return None, None
+                config = next((o for o in alternatives(left) if isinstance(o, ConfigValue)), None)
+                name = config.name if config else (dotted_name(test.left) or "option")
+                default = config.default if config and isinstance(config.default, str) else None
+                return None, Condition(name.split(".")[-1], tuple(str(o) for o in options), negated, default)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            decision, condition = self.decide(test.expression, frame)
+            if decision is not None:
+                return (not decision), None
+            return None, (replace(condition, negated=not condition.negated) if condition else None)
+        value = self.eval(test, frame)
+        known = [o for o in alternatives(value) if isinstance(o, Literal)]
+        if known and len(known) == len(alternatives(value)):
+            truths = {bool(o.value) for o in known}
+            if len(truths) == 1:
+                return truths.pop(), None
+        return None, None
+
+    def _literal_options(self, value: Value) -> tuple | None:
+        if isinstance(value, Literal) and isinstance(value.value, str):
+            return (value.value,)
+        if isinstance(value, Sequence) and value.items and all(isinstance(i, Literal) for i in value.items):
+            return tuple(i.value for i in value.items)
+        return None
+
+    def exec_loop(self, node: cst.For | cst.While, frame: Frame) -> None:
+        body = list(node.body.body)
+        assigned = _assigned_names(body)
+        epoch_loop = frame.epoch_loop
+        if isinstance(node, cst.For):
+            iterable = self.eval(node.iter, frame)
+            element = self._element(iterable, node.iter, frame)
+            iter_text = frame.module.source(node.iter).lower()
+            if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
+                epoch_loop = True
+        carried = [n for n in assigned if n in frame.env]
+        placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", real=True)) for n in carried}
+        # pass 1: find accumulators (loop-carried values that depend on themselves)
+        probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop)
+        if isinstance(node, cst.For):
+            self.assign(node.target, element, probe, node)
+        self.exec_block(body, probe)
+        accumulators: dict[str, Value] = {}
+        for name, placeholder in placeholders.items():
+            new = probe.env.get(name)
+            if isinstance(new, Tensor) and placeholder.expr in new.expr.free_symbols:
+                inner = new.expr.subs(placeholder.expr, 0)
+                accumulators[name] = Tensor(self.algebra.table.reduce(inner, "rtg"))
+        # pass 2: the real run
+        run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
+                          accumulators={**frame.accumulators, **accumulators}, returned=False)
+        for name, value in accumulators.items():
+            run.env[name] = value
+        if isinstance(node, cst.For):
+            self.assign(node.target, element, run, node)
+        self.exec_block(body, run)
+        self._merge_envs(frame, [frame.env, run.env])
+
+    def _element(self, iterable: Value, node: cst.BaseExpression, frame: Frame) -> Value:
+        options = []
+        for option in alternatives(iterable):
+            if isinstance(option, Sequence) and option.items:
+                options.extend(option.items)
+            elif isinstance(option, Tensor):
+                options.append(option)
+            else:
+                options.append(Unknown())
+        return join(*options)
+
+    def exec_with(self, node: cst.With, frame: Frame) -> None:
+        no_grad = frame.no_grad
+        for item in node.items:
+            call = item.item
+            func = call.func if isinstance(call, cst.Call) else call
+            qual = self.qualify(dotted_name(func) or "", frame.module)
+            if qual in fw.NO_GRAD_CONTEXTS:
+                no_grad = True
+            elif qual == "torch.enable_grad":
+                no_grad = False
+            elif qual == "torch.set_grad_enabled" and isinstance(call, cst.Call) and call.args:
+                flag = self.eval(call.args[0].value, frame)
+                if isinstance(flag, Literal):
+                    no_grad = not flag.value
+            else:
+                value = self.eval(call, frame)
+                if item.asname is not None:
+                    self.assign(item.asname.name, value, frame, node)
+        saved = frame.no_grad
+        frame.no_grad = no_grad
+        self.exec_block(node.body.body, frame)
+        frame.no_grad = saved
+
+    def _no_grad_decorated(self, node: cst.FunctionDef, module: ModuleInfo) -> bool:
+        for decorator in node.decorators:
+            expr = decorator.decorator
+            func = expr.func if isinstance(expr, cst.Call) else expr
+            if self.qualify(dotted_name(func) or "", module) in fw.NO_GRAD_CONTEXTS:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ sinks
+    def check_reward_sink(self, name: str, value: Value, frame: Frame, statement: cst.CSTNode) -> None:
+        kind = roles.sink_kind(name)
+        if kind is None or not frame.emit:
+            return
+        for option in alternatives(value):
+            items = option.items if isinstance(option, Sequence) else (option,)
+            for item in items:
+                if isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item)):
+                    self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
+
+    def _wrapped_expr(self, t: Tensor) -> sp.Expr:
+        return self.algebra.wrap(t)
+
+    def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, note: str) -> None:
+        if not frame.emit:
+            return
+        for option in alternatives(value):
+            if isinstance(option, Tensor):
+                self.facts.append(LossFact(option, self.anchor(node, frame), note, frame.call_stack, frame.epoch_loop))
+
+    # ------------------------------------------------------------------ expressions
+    def eval(self, node: cst.BaseExpression | None, frame: Frame) -> Value:
+        if node is None:
+            return Unknown()
+        self.tick()
+        method = getattr(self, f"eval_{type(node).__name__}", None)
+        if method is None:
+            return Unknown()
+        return method(node, frame)
+
+    def eval_Name(self, node: cst.Name, frame: Frame) -> Value:
+        name = node.value
+        if name in frame.env:
+            value = frame.env[name]
+            if isinstance(value, Tensor) and value.expr in (LP, LPD, REF, OLD):
+                self.name_roles.setdefault((frame.module.display, frame.function), {})[name] = str(value.expr)
+            return value
+        if frame.closure is not None and name in frame.closure:
+            return frame.closure[name]
+        if name in ("True", "False", "None"):
+            return Literal({"True": True, "False": False, "None": None}[name])
+        return self.global_value(name, frame.module, frame)
+
+    def global_value(self, name: str, module: ModuleInfo, frame: Frame) -> Value:
+        if name in module.functions:
+            return FunctionRef(name, module.functions[name], module)
+        if name in module.classes:
+            return ClassRef(name, module.classes[name], module)
+        if name in module.imports:
+            return self.resolve_import(module.imports[name])
+        if name in module.constants:
+            constant = module.constants[name]
+            if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):
+                value = self.eval(constant, frame.child(module=module, env={}))
+                if isinstance(value, Mapping):
+                    return replace(value, name=name)
+                return value
+        return Unknown(name)
+
+    def resolve_import(self, qualname: str) -> Value:
+        root = qualname.split(".")[0]
+        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex"):
+            return ModuleRef(qualname)
+        module, rest = self.index.resolve(qualname)
+        if module is None:
+            return ModuleRef(qualname)
+        if not rest:
+            return ModuleRef(f"project:{module.name}")
+        head = rest.split(".")[0]
+        if head in module.functions:
+            return FunctionRef(head, module.functions[head], module)
+        if head in module.classes:
+            return ClassRef(head, module.classes[head], module)
+        if head in module.imports and module.imports[head] != qualname:
+            return self.resolve_import(module.imports[head])
+        return ModuleRef(qualname)
+
+    def eval_Attribute(self, node: cst.Attribute, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        attr = node.attr.value
+        options = []
+        for option in alternatives(base):
+            options.append(self.attribute(option, attr, node, frame))
+        return join(*options)
+
+    def attribute(self, base: Value, attr: str, node: cst.Attribute, frame: Frame) -> Value:
+        if isinstance(base, ModuleRef):
+            if base.qualname.startswith("project:"):
+                module = self.index.load(base.qualname[len("project:"):])
+                if module is not None:
+                    return self.global_value(attr, module, frame) if attr in module.functions or attr in module.classes or attr in module.imports else ModuleRef(f"{base.qualname}.{attr}")
+            return self.resolve_import(f"{base.qualname}.{attr}") if not base.qualname.startswith("project:") else ModuleRef(f"{base.qualname}.{attr}")
+        if isinstance(base, Instance):
+            method = self.find_method(base.cls, attr)
+            if method is not None:
+                return method
+            return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
+        if isinstance(base, ClassRef):
+            method = self.find_method(base, attr)
+            return method if method is not None else Unknown(attr)
+        if isinstance(base, Tensor):
+            if attr in ("data",):
+                return self.algebra.detach(base)
+            if attr in ("T", "mT", "real", "logits", "log_probs", "logprobs"):
+                return base
+            if attr in ("shape", "dtype", "device", "ndim", "grad", "requires_grad", "is_cuda"):
+                return Unknown(attr)
+            return _BoundMethod(base, attr)
+        if isinstance(base, Model):
+            if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
+                return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
+            return _BoundMethod(base, attr)
+        if isinstance(base, Mapping):
+            item = base.get(attr)
+            return item if item is not None else Unknown(attr)
+        if isinstance(base, ConfigValue):
+            default = base.default
+            if isinstance(default, Mapping):
+                inner = default.get(attr)
+                return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner)
+            return ConfigValue(attr)
+        if isinstance(base, Unknown):
+            if roles.tokens(base.name) and any(t in ("config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "params") for t in roles.tokens(base.name)):
+                return ConfigValue(attr)
+            return _Attr(base.name, attr)
+        return Unknown(attr)
+
+    def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
+        for stmt in cls.node.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+                return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=Instance(cls), class_name=cls.name)
+        if seen > 4:
+            return None
+        for base in cls.node.bases:
+            base_value = self.eval(base.value, Frame(cls.module, {}))
+            if isinstance(base_value, ClassRef):
+                found = self.find_method(base_value, name, seen + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def eval_Subscript(self, node: cst.Subscript, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        key: Value = Unknown()
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = self.eval(node.slice[0].slice.value, frame)
+        options = []
+        for option in alternatives(base):
+            options.append(self.subscript(option, key, node, frame))
+        return join(*options)
+
+    def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
+        if isinstance(base, Tensor):
+            return base
+        if isinstance(base, Model):
+            return base
+        if isinstance(base, Mapping) and isinstance(key, Literal):
+            item = base.get(str(key.value))
+            return item if item is not None else Unknown(str(key.value))
+        if isinstance(base, Sequence):
+            if isinstance(key, Literal) and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
+                return base.items[key.value]
+            return join(*base.items) if base.items else Unknown()
+        if isinstance(base, ConfigValue):
+            if isinstance(key, Literal):
+                default = base.default.get(str(key.value)) if isinstance(base.default, Mapping) else None
+                return ConfigValue(str(key.value), default.value if isinstance(default, Literal) else default)
+            return ConfigValue(base.name)
+        if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
+            owner = base.name if isinstance(base, Unknown) else base.attr
+            if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
+                return ConfigValue(key.value)
+            # batch / inputs dictionaries: tensors named by their key, without gradient
+            return self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+        return Unknown()
+
+    def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
+        func = self.eval(node.func, frame)
+        args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
+        kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        options = []
+        for option in alternatives(func):
+            options.append(self.call(option, args, kwargs, node, frame))
+        return join(*options)
+
+    def call(self, func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call, frame: Frame) -> Value:
+        from kllint.analysis import calls
+
+        return calls.dispatch(self, func, args, kwargs, node, frame)
+
+    def call_function(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
+                      frame: Frame, defaults_as_literals: bool = True) -> Value:
+        """Follow a project function with the caller's values bound to its parameters."""
+        fdef = ref.node
+        key = id(fdef)
+        if frame.depth >= MAX_DEPTH or key in frame.active:
+            return Unknown(ref.qualname)
+        callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
+                             conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
+                             epoch_loop=frame.epoch_loop,
+                             call_stack=frame.call_stack + (self.anchor(node, frame),),
+                             closure=self._closures.get(key), active=frame.active + (key,))
+        if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
+            callee_frame.no_grad = True
+        params = fdef.params
+        positional = list(params.posonly_params) + list(params.params)
+        values = list(args)
+        if ref.bound_self is not None and positional:
+            callee_frame.env[positional[0].name.value] = ref.bound_self
+            positional = positional[1:]
+        for param in positional + list(params.kwonly_params):
+            pname = param.name.value
+            if pname in kwargs:
+                value = kwargs[pname]
+            elif values and param in positional:
+                value = values.pop(0)
+            elif param.default is not None:
+                value = self.eval(param.default, callee_frame.child(env={}))
+                if not defaults_as_literals and isinstance(value, Literal):
+                    value = ConfigValue(pname, value.value)
+            else:
+                value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
+            callee_frame.env[pname] = value
+        if isinstance(params.star_arg, cst.Param):
+            callee_frame.env[params.star_arg.name.value] = Sequence(tuple(values))
+        if isinstance(params.star_kwarg, cst.Param):
+            callee_frame.env[params.star_kwarg.name.value] = Mapping(tuple(kwargs.items()))
+        if isinstance(fdef, cst.Lambda):
+            result = self.eval(fdef.body, callee_frame)
+        else:
+            self.exec_block(fdef.body.body if isinstance(fdef.body, cst.IndentedBlock) else [fdef.body], callee_frame)
+            result = join(*callee_frame.returns) if callee_frame.returns else Literal(None)
+        site = self.anchor(node, frame)
+        if callee_frame.no_grad:
+            result = self.detach_value(result)
+        return self._returned(result, site)
+
+    def _returned(self, value: Value, site: Anchor) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Tensor) and option.anchor is not None:
+                options.append(option.with_(call_sites=option.call_sites + (site,)))
+            elif isinstance(option, Sequence):
+                options.append(Sequence(tuple(self._returned(i, site) for i in option.items)))
+            else:
+                options.append(option)
+        return join(*options)
+
+    def eval_BinaryOperation(self, node: cst.BinaryOperation, frame: Frame) -> Value:
+        op = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.Power: "**",
+              cst.FloorDivide: "/", cst.MatrixMultiply: "*"}.get(type(node.operator))
+        left = self.eval(node.left, frame)
+        right = self.eval(node.right, frame)
+        if op is None:
+            return Unknown()
+        return self.arith(op, left, right, node, frame)
+
+    def arith(self, op: str, left: Value, right: Value, node: cst.CSTNode, frame: Frame) -> Value:
+        options = []
+        for a in alternatives(left):
+            for b in alternatives(right):
+                if isinstance(a, Literal) and isinstance(b, Literal):
+                    try:
+                        options.append(Literal(_python_op(op, a.value, b.value)))
+                    except Exception:  # noqa: BLE001
+                        options.append(Unknown())
+                    continue
+                if isinstance(a, Sequence) and isinstance(b, Sequence) and op == "+":
+                    options.append(Sequence(a.items + b.items))
+                    continue
+                if not _numeric(a) or not _numeric(b):
+                    options.append(Unknown())
+                    continue
+                ta, tb = self.as_tensor(a), self.as_tensor(b)
+                options.append(self.algebra.binary(op, ta, tb, self.anchor(node, frame)))
+        return join(*options)
+
+    def eval_UnaryOperation(self, node: cst.UnaryOperation, frame: Frame) -> Value:
+        value = self.eval(node.expression, frame)
+        if isinstance(node.operator, cst.Minus):
+            options = []
+            for option in alternatives(value):
+                if isinstance(option, Literal) and isinstance(option.value, (int, float)):
+                    options.append(Literal(-option.value))
+                elif _numeric(option):
+                    options.append(self.algebra.unary(self.as_tensor(option), lambda e: -e, self.anchor(node, frame)))
+                else:
+                    options.append(Unknown())
+            return join(*options)
+        if isinstance(node.operator, cst.Not):
+            return Unknown()
+        return value
+
+    def eval_Integer(self, node: cst.Integer, frame: Frame) -> Value:
+        try:
+            return Literal(int(node.value.replace("_", ""), 0))
+        except ValueError:
+            return Unknown()
+
+    def eval_Float(self, node: cst.Float, frame: Frame) -> Value:
+        try:
+            return Literal(float(node.value.replace("_", "")))
+        except ValueError:
+            return Unknown()
+
+    def eval_SimpleString(self, node: cst.SimpleString, frame: Frame) -> Value:
+        try:
+            return Literal(node.evaluated_value)
+        except Exception:  # noqa: BLE001
+            return Unknown()
+
+    def eval_ConcatenatedString(self, node: cst.ConcatenatedString, frame: Frame) -> Value:
+        return Unknown()
+
+    def eval_Tuple(self, node: cst.Tuple, frame: Frame) -> Value:
+        return Sequence(tuple(self.eval(e.value, frame) for e in node.elements))
+
+    eval_List = eval_Tuple
+
+    def eval_Dict(self, node: cst.Dict, frame: Frame) -> Value:
+        items = []
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                key = self.eval(element.key, frame)
+                if isinstance(key, Literal):
+                    items.append((str(key.value), self.eval(element.value, frame)))
+        return Mapping(tuple(items))
+
+    def eval_IfExp(self, node: cst.IfExp, frame: Frame) -> Value:
+        decision, _ = self.decide(node.test, frame)
+        if decision is True:
+            return self.eval(node.body, frame)
+        if decision is False:
+            return self.eval(node.orelse, frame)
+        return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+
+    def eval_Lambda(self, node: cst.Lambda, frame: Frame) -> Value:
+        self._closures[id(node)] = frame.env
+        return FunctionRef("<lambda>", node, frame.module)
+
+    def eval_Await(self, node: cst.Await, frame: Frame) -> Value:
+        return self.eval(node.expression, frame)
+
+    def eval_NamedExpr(self, node: cst.NamedExpr, frame: Frame) -> Value:
+        value = self.eval(node.value, frame)
+        self.assign(node.target, value, frame, node)
+        return value
+
+    def _comprehension(self, node, frame: Frame) -> Frame:
+        inner = frame.child(env=dict(frame.env))
+        generator = node.for_in
+        while generator is not None:
+            iterable = self.eval(generator.iter, inner)
+            element = self._element(iterable, generator.iter, inner)
+            self.assign(generator.target, element, inner, node)
+            generator = generator.inner_for_in
+        return inner
+
+    def eval_ListComp(self, node: cst.ListComp, frame: Frame) -> Value:
+        inner = self._comprehension(node, frame)
+        return Sequence((self.eval(node.elt, inner),))
+
+    eval_GeneratorExp = eval_ListComp
+    eval_SetComp = eval_ListComp
+
+    def eval_DictComp(self, node: cst.DictComp, frame: Frame) -> Value:
+        self._comprehension(node, frame)
+        return Unknown()
+
+    def eval_Comparison(self, node: cst.Comparison, frame: Frame) -> Value:
+        self.eval(node.left, frame)
+        for comparison in node.comparisons:
+            self.eval(comparison.comparator, frame)
+        return Unknown("comparison")
+
+    def eval_BooleanOperation(self, node: cst.BooleanOperation, frame: Frame) -> Value:
+        return join(self.eval(node.left, frame), self.eval(node.right, frame))
+
+    def eval_StarredElement(self, node: cst.StarredElement, frame: Frame) -> Value:
+        return self.eval(node.value, frame)
+
+    def eval_FormattedString(self, node: cst.FormattedString, frame: Frame) -> Value:
+        return Unknown()
+
+
+@dataclass(frozen=True)
+class _BoundMethod:
+    """`tensor.method` or `model.method`, waiting for its call."""
+
+    obj: Any
+    name: str
+
+
+@dataclass(frozen=True)
+class _Attr:
+    """An attribute of something unknown (`trainer.args`), remembered by name."""
+
+    owner: str
+    attr: str
+
+    @property
+    def name(self) -> str:
+        return self.attr
+
+
+def _numeric(value: Value) -> bool:
+    if isinstance(value, Literal):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    return isinstance(value, (Tensor, Model, ConfigValue, Unknown, _Attr))
+
+
+def _python_op(op: str, a: Any, b: Any) -> Any:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b
+    if op == "**":
+        return a ** b
+    raise ValueError(op)
+
+
+def _assigned_names(statements: list[cst.CSTNode]) -> list[str]:
+    names: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            for name in _target_names(node.target):
+                names.append(name)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.extend(_target_names(node.target))
+
+    for statement in statements:
+        statement.visit(Collector())
+    return list(dict.fromkeys(names))
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []

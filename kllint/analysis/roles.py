@@ -1,0 +1,110 @@
+"""Roles of operands from names: the last resort when dataflow says nothing (design.md, item 3).
+
+A name is split into lower-case tokens (`ref_per_token_logps` -> ref, per, token, logps;
+`refLogProbs` -> ref, log, probs). Roles: `policy` / `reference` / `old` log-probabilities, a
+`model` (policy or reference network), a `mask`, a `kl` estimate of unknown form.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_SPLIT = re.compile(r"[^a-zA-Z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sft", "teacher", "prior", "pretrained", "frozen"})
+OLD_TOKENS = frozenset({"old", "behav", "behavior", "behaviour", "rollout", "sampler", "sampling", "prev", "previous", "mu", "inference", "vllm", "gen", "generation"})
+LOGPROB_TOKENS = frozenset({"logp", "logps", "lp", "lps", "logprob", "logprobs", "logpi", "logit", "logits"})
+MODEL_TOKENS = frozenset({"model", "models", "net", "network", "module", "policy", "actor", "engine", "lm", "llm", "wrapper", "params", "state"})
+NOT_TENSOR_TOKENS = frozenset({"config", "cfg", "args", "tokenizer", "processor", "fn", "func", "type", "name", "mode", "coef", "coeff", "beta", "ctl", "controller", "metrics", "stats", "optimizer", "opt", "scheduler", "path", "dir"})
+KL_TOKENS = frozenset({"kl", "kls", "kld"})
+
+
+@lru_cache(maxsize=4096)
+def tokens(name: str) -> tuple[str, ...]:
+    parts = [p.lower() for p in _SPLIT.split(name) if p]
+    joined = "_".join(parts)
+    # "log_probs", "log_prob", "log_p" -> one token as well
+    extra = []
+    for pattern, token in (("log_probs", "logprobs"), ("log_prob", "logprob"), ("log_p", "logp"), ("log_pi", "logpi")):
+        if pattern in joined:
+            extra.append(token)
+    return tuple(parts + extra)
+
+
+def _has(name: str, vocabulary: frozenset[str]) -> bool:
+    return any(t in vocabulary for t in tokens(name))
+
+
+def is_logprob_name(name: str) -> bool:
+    toks = tokens(name)
+    return any(t in LOGPROB_TOKENS for t in toks) or any(t.endswith("logprobs") or t.endswith("logps") for t in toks)
+
+
+def is_logits_name(name: str) -> bool:
+    return any(t in ("logit", "logits") for t in tokens(name))
+
+
+def logprob_role(name: str) -> str | None:
+    """`reference`, `old` or `policy` for a log-prob-like name; None otherwise."""
+    if not is_logprob_name(name) and name.lower() not in ("ref", "reference", "pi_ref", "base", "old"):
+        return None
+    if _has(name, NOT_TENSOR_TOKENS - {"params", "state"}) and not is_logprob_name(name):
+        return None
+    if _has(name, REFERENCE_TOKENS):
+        return "reference"
+    if _has(name, OLD_TOKENS):
+        return "old"
+    return "policy"
+
+
+def model_role(name: str) -> str | None:
+    """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None."""
+    toks = tokens(name)
+    if not any(t in MODEL_TOKENS for t in toks):
+        return None
+    if any(t in LOGPROB_TOKENS for t in toks) or any(t in NOT_TENSOR_TOKENS - {"params", "state"} for t in toks):
+        return None
+    if any(t in REFERENCE_TOKENS for t in toks):
+        return "reference"
+    if any(t in OLD_TOKENS for t in toks) or "critic" in toks or "reward" in toks or "value" in toks:
+        return None
+    return "policy"
+
+
+def is_mask_name(name: str) -> bool:
+    return any(t in ("mask", "masks", "attention_mask") or t.endswith("mask") for t in tokens(name))
+
+
+def is_kl_name(name: str) -> bool:
+    """A name for a KL estimate (`kl`, `per_token_kl`, `kls`), not a coefficient or config."""
+    toks = tokens(name)
+    return any(t in KL_TOKENS for t in toks) and not any(
+        t in NOT_TENSOR_TOKENS or t in ("loss", "target", "penalty", "estimator", "div", "fn") for t in toks)
+
+
+def is_sequence_name(name: str) -> bool:
+    return any(t in ("seq", "sequence", "total", "sum", "summed", "mean") for t in tokens(name))
+
+
+REWARD_SINK_TOKENS = frozenset({"reward", "rewards", "score", "scores", "rew", "rews"})
+RETURN_SINK_TOKENS = frozenset({"return", "returns", "advantage", "advantages", "adv", "advs", "ret", "rets", "gae"})
+
+
+def sink_kind(name: str) -> str | None:
+    """`returns` for return/advantage names (coefficients of the score function), `rewards` for
+    reward names (later turned into returns), else None."""
+    toks = tokens(name)
+    if any(t in RETURN_SINK_TOKENS for t in toks):
+        return "returns"
+    if any(t in REWARD_SINK_TOKENS for t in toks):
+        return "rewards"
+    return None
+
+
+def is_loss_function_name(name: str) -> bool:
+    toks = tokens(name)
+    return any(t in ("loss", "losses", "objective") for t in toks) or name in ("compute_loss", "forward_loss")
+
+
+def is_metric_name(name: str) -> bool:
+    return any(t in ("metric", "metrics", "stats", "log", "logs", "info", "infos", "logging", "summary", "record", "records") for t in tokens(name))

@@ -1,0 +1,334 @@
+"""Symbolic algebra of KL estimators (sympy): recognise an estimator by its meaning and compute
+its gradient coefficient.
+
+Per-token log-probabilities are symbols: `LP` (policy, carries gradient), `LPD` (policy,
+stop-gradient), `REF` (frozen reference), `OLD` (rollout policy). A reduction over tokens of an
+expression `x` is a fresh symbol registered in a `SymbolTable` with `x` as its inner expression
+(a masked sum or mean: positive normalisers are dropped); a reverse cumulative sum
+(reward-to-go, returns, GAE) likewise with kind `rtg`.
+
+Source of the rules: Y. Tang, R. Munos, "On a few pitfalls in KL divergence gradient estimation
+for RL", arXiv:2506.09477 (2025), sections 3-4: a term `L(logp, ref, old)` differentiated through
+`logp` only has the expected gradient of a score-function estimator with coefficient
+`c = dL/dlogp`; it is the reverse-KL gradient iff `c = (pi/pi_old) * (d + const)`.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+import sympy as sp
+
+LP = sp.Symbol("logp", real=True)
+LPD = sp.Symbol("logp_detached", real=True)
+REF = sp.Symbol("ref", real=True)
+OLD = sp.Symbol("old", real=True)
+ROLE_SYMBOLS = frozenset({LP, LPD, REF, OLD})
+LOGRATIO = LP - REF
+
+
+class Clamp(sp.Function):
+    """`clamp(x)`: identity inside its range. Kept as a marker so that `exp(x)` with a clamped
+    `x` is known to be safe (KL601), and removed before classification."""
+
+    nargs = 1
+
+    def fdiff(self, argindex: int = 1) -> sp.Expr:
+        return sp.Integer(1)
+
+
+@dataclass
+class Reduction:
+    """A reduction over tokens: `sum` (sum or mean over the token axis) or `rtg` (reward-to-go:
+    reverse cumulative sum, returns or GAE loop)."""
+
+    symbol: sp.Symbol
+    inner: sp.Expr
+    kind: str
+
+
+@dataclass
+class SymbolTable:
+    """Reductions and opaque symbols created while analysing one file."""
+
+    reductions: dict[sp.Symbol, Reduction] = field(default_factory=dict)
+    counter: int = 0
+
+    def fresh(self, stem: str, **assumptions: bool) -> sp.Symbol:
+        self.counter += 1
+        clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in stem)[:40] or "t"
+        return sp.Symbol(f"{clean}__{self.counter}", **assumptions)
+
+    def reduce(self, inner: sp.Expr, kind: str = "sum") -> sp.Symbol:
+        symbol = self.fresh("S" if kind == "sum" else "G", real=True)
+        self.reductions[symbol] = Reduction(symbol, inner, kind)
+        return symbol
+
+    def is_reduction(self, symbol: sp.Basic) -> bool:
+        return symbol in self.reductions
+
+    def expand_reductions(self, expr: sp.Expr) -> sp.Expr:
+        """Replace each reduction symbol by its inner expression (per-token view of the value)."""
+        for _ in range(8):
+            present = [s for s in expr.free_symbols if s in self.reductions]
+            if not present:
+                break
+            expr = expr.subs({s: self.reductions[s].inner for s in present})
+        return expr
+
+    def role_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
+        """Role symbols (LP, LPD, REF, OLD) in `expr`, looking through reductions."""
+        found: set[sp.Symbol] = set()
+        stack = [expr]
+        seen: set[sp.Basic] = set()
+        while stack:
+            current = stack.pop()
+            for symbol in current.free_symbols:
+                if symbol in ROLE_SYMBOLS:
+                    found.add(symbol)
+                elif symbol in self.reductions and symbol not in seen:
+                    seen.add(symbol)
+                    stack.append(self.reductions[symbol].inner)
+        return found
+
+    def is_pure(self, expr: sp.Expr) -> bool:
+        """Built only from role symbols, numbers and reductions of pure expressions."""
+        for symbol in expr.free_symbols:
+            if symbol in ROLE_SYMBOLS:
+                continue
+            if symbol in self.reductions and self.is_pure(self.reductions[symbol].inner):
+                continue
+            return False
+        return True
+
+    def reductions_in(self, expr: sp.Expr) -> list[Reduction]:
+        return [self.reductions[s] for s in expr.free_symbols if s in self.reductions]
+
+
+def strip_clamps(expr: sp.Expr) -> sp.Expr:
+    return expr.replace(Clamp, lambda arg: arg) if expr.has(Clamp) else expr
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric identity testing: robust to every spelling (expm1, log(ratio), x * x, ...), and fast.
+
+_POINTS: list[dict[sp.Symbol, float]] = []
+_rng = random.Random(20250609)
+for _ in range(5):
+    _lp = -_rng.uniform(0.2, 2.5)
+    _POINTS.append({LP: _lp, LPD: _lp, OLD: _lp - _rng.uniform(-0.4, 0.4), REF: -_rng.uniform(0.2, 2.5)})
+
+
+def _evaluate(expr: sp.Expr, point: dict[sp.Symbol, float]) -> float | None:
+    try:
+        value = complex(expr.evalf(subs=point))
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    if abs(value.imag) > 1e-9 or not math.isfinite(value.real):
+        return None
+    return value.real
+
+
+def proportional(expr: sp.Expr, template: sp.Expr, points: list[dict[sp.Symbol, float]] | None = None
+                 ) -> float | None:
+    """The constant `a` with `expr == a * template` on the sample points, or None."""
+    ratio: float | None = None
+    for point in points or _POINTS:
+        t = _evaluate(template, point)
+        e = _evaluate(expr, point)
+        if t is None or e is None:
+            return None
+        if abs(t) < 1e-9:
+            if abs(e) > 1e-7:
+                return None
+            continue
+        r = e / t
+        if ratio is None:
+            ratio = r
+        elif abs(r - ratio) > 1e-7 * max(1.0, abs(ratio)):
+            return None
+    if ratio is None or abs(ratio) < 1e-12:
+        return None
+    return ratio
+
+
+def affine(expr: sp.Expr, template: sp.Expr) -> float | None:
+    """The slope `a` with `expr == a * template + b` (a != 0, b constant) on the sample points.
+
+    A constant offset in a gradient coefficient vanishes in expectation (E[grad logp] = 0).
+    """
+    values = [(_evaluate(template, p), _evaluate(expr, p)) for p in _POINTS]
+    if any(t is None or e is None for t, e in values):
+        return None
+    (t0, e0), rest = values[0], values[1:]
+    slope: float | None = None
+    for t, e in rest:
+        if abs(t - t0) < 1e-9:  # type: ignore[operator]
+            return None
+        s = (e - e0) / (t - t0)  # type: ignore[operator]
+        if slope is None:
+            slope = s
+        elif abs(s - slope) > 1e-7 * max(1.0, abs(slope)):
+            return None
+    if slope is None or abs(slope) < 1e-12:
+        return None
+    return slope
+
+
+def is_zero(expr: sp.Expr) -> bool:
+    if expr == 0:
+        return True
+    values = [_evaluate(expr, p) for p in _POINTS]
+    return all(v is not None and abs(v) < 1e-9 for v in values)
+
+
+def is_constant(expr: sp.Expr) -> bool:
+    """Free of the role symbols and numerically constant."""
+    if expr.free_symbols & ROLE_SYMBOLS:
+        values = [_evaluate(expr, p) for p in _POINTS]
+        return all(v is not None for v in values) and max(values) - min(values) < 1e-9  # type: ignore[type-var]
+    return not expr.free_symbols
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators (values): Schulman (2020) k1/k2/k3 and friends, in d = logp - ref.
+
+_D = LOGRATIO
+ESTIMATOR_TEMPLATES: tuple[tuple[str, sp.Expr], ...] = (
+    ("k1", _D),
+    ("k2", _D ** 2 / 2),
+    ("k3", sp.exp(-_D) - 1 + _D),
+    ("k3-inverted", sp.exp(_D) - 1 - _D),
+    ("abs", sp.Abs(_D)),
+    ("reference-ratio", sp.exp(_D)),
+)
+
+
+@dataclass(frozen=True)
+class EstimatorMatch:
+    """A recognised estimator: its name and the constant factor (`value = scale * template`)."""
+
+    name: str
+    scale: float
+
+
+def on_policy_value(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
+    """The value of `expr` per token, on-policy: stop-gradients and `old` equal `logp`."""
+    value = strip_clamps(table.expand_reductions(expr))
+    return value.subs({LPD: LP, OLD: LP})
+
+
+def classify_value(expr: sp.Expr, table: SymbolTable) -> EstimatorMatch | None:
+    """Which KL estimator `expr` computes (by value), whatever its spelling; None if none.
+
+    The expression must depend on the reference log-prob.
+    """
+    if REF not in table.role_symbols(expr):
+        return None
+    value = on_policy_value(expr, table)
+    if REF not in value.free_symbols or LP not in value.free_symbols:
+        return None
+    for name, template in ESTIMATOR_TEMPLATES:
+        scale = proportional(value, template)
+        if scale is not None:
+            return EstimatorMatch(name, scale)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient coefficients.
+
+@dataclass(frozen=True)
+class Coefficient:
+    """The gradient coefficient `c = dL/dlogp_t` of a loss term, classified.
+
+    `kind`: `none` (no gradient), `constant` (k1: zero expected gradient), `reverse` (per-token
+    log-ratio: right for one step), `forward` (`1 - pi_ref/pi`: the forward KL), `sequence`
+    (credited with the whole sequence's or the future tokens' log-ratio: right), `other`.
+    `weighted`: multiplied by a live or detached importance weight `pi/pi_old`.
+    `sequence_ratio`: a sequence-level importance ratio multiplies per-token terms (KL402).
+    `sign`: sign of the proportionality constant (+1 minimises the KL).
+    """
+
+    kind: str
+    weighted: bool = False
+    sequence_ratio: bool = False
+    sign: int = 1
+
+
+def _derivative(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
+    """d expr / d logp_t, with reductions differentiated by the chain rule (their inner value
+    at token t). The result may contain reduction symbols."""
+    direct = sp.diff(expr, LP)
+    total = direct
+    for reduction in table.reductions_in(expr):
+        inner_grad = _derivative(reduction.inner, table)
+        if inner_grad == 0:
+            continue
+        total += sp.diff(expr, reduction.symbol) * inner_grad
+    return total
+
+
+def _ratio_forms(expr: sp.Expr) -> bool:
+    """Whether `expr` contains an importance weight exp(logp - old) (old: rollout or detached)."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.exp):
+            arg = sp.expand(node.args[0])
+            live = arg.coeff(LP) == 1 or arg.coeff(LPD) == 1
+            behaviour = arg.coeff(OLD) == -1 or (arg.coeff(LPD) == -1 and arg.coeff(LP) == 1)
+            if live and behaviour and REF not in arg.free_symbols:
+                return True
+    return False
+
+
+def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
+    """exp(reduction of (logp - old)) multiplying per-token terms: a sequence-level IS ratio."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.exp):
+            for symbol in node.args[0].free_symbols:
+                reduction = table.reductions.get(symbol)
+                if reduction is not None and reduction.kind == "sum":
+                    inner_roles = table.role_symbols(reduction.inner)
+                    if LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles:
+                        return True
+    return False
+
+
+def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
+    """Classify the gradient coefficient of the loss term `expr` (Tang & Munos 2025, table 1)."""
+    seq_ratio = sequence_ratio(expr, table)
+    grad = strip_clamps(_derivative(expr, table))
+    weighted = _ratio_forms(grad)
+    on_policy = grad.subs({LPD: LP, OLD: LP})
+    if is_zero(table.expand_reductions(on_policy)) and not any(table.is_reduction(s) for s in on_policy.free_symbols):
+        return Coefficient("none", weighted, seq_ratio)
+    reductions = [s for s in on_policy.free_symbols if table.is_reduction(s)]
+    if not reductions:
+        if is_constant(on_policy):
+            value = _evaluate(on_policy, _POINTS[0]) or 0.0
+            if abs(value) < 1e-12:
+                return Coefficient("none", weighted, seq_ratio)
+            return Coefficient("constant", weighted, seq_ratio, 1 if value > 0 else -1)
+        scale = affine(on_policy, LOGRATIO)
+        if scale is not None:
+            return Coefficient("reverse", weighted, seq_ratio, 1 if scale > 0 else -1)
+        scale = affine(on_policy, 1 - sp.exp(-LOGRATIO))
+        if scale is not None:
+            return Coefficient("forward", weighted, seq_ratio, 1 if scale > 0 else -1)
+        return Coefficient("other", weighted, seq_ratio)
+    # Credit through reductions: right iff proportional to a (reverse) sum of log-ratios.
+    if len(reductions) == 1:
+        symbol = reductions[0]
+        inner = on_policy_value(table.reductions[symbol].inner, table)
+        if proportional(inner, LOGRATIO) is not None:
+            factor = sp.simplify(on_policy / symbol)
+            if factor.is_number and factor != 0:
+                sign = 1 if float(factor) * (proportional(inner, LOGRATIO) or 1) > 0 else -1
+                return Coefficient("sequence", weighted, seq_ratio, sign)
+    return Coefficient("other", weighted, seq_ratio)
+
+
+def contains(expr: sp.Expr, predicate: Callable[[sp.Basic], bool]) -> bool:
+    return any(predicate(node) for node in sp.preorder_traversal(expr))

@@ -1,0 +1,205 @@
+"""Abstract values of the interpreter.
+
+A `Tensor` is a sympy expression over role symbols (see `symbolic`), opaque symbols (anything
+the analysis does not model: advantages, coefficients, masks) and KL-term symbols (a KL estimate
+that met other terms; its meaning is kept in a `KLTerm`). `Alts` holds the alternatives of a value
+that depends on a branch (if/else, mode strings from config).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import libcst as cst
+import sympy as sp
+
+from kllint.diagnostics import Span, TraceStep
+
+MAX_ALTERNATIVES = 8
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A branch condition on a mode variable: `name` takes one of `options` (or not, if negated)."""
+
+    name: str
+    options: tuple[str, ...]
+    negated: bool = False
+    default: str | None = None
+
+    def describe(self) -> str:
+        quoted = " or ".join(repr(o) for o in self.options)
+        return f"`{self.name}` is not {quoted}" if self.negated else f"`{self.name}` is {quoted}"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a value was formed: the expression the user must rewrite."""
+
+    path: str
+    span: Span
+    node: cst.CSTNode = field(compare=False, hash=False, repr=False)
+    file_id: int = 0
+    conditions: tuple[Condition, ...] = ()
+    function: str = ""
+
+    def step(self, note: str) -> TraceStep:
+        return TraceStep(self.path, self.span.line, self.span.column, note)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor-valued expression.
+
+    `anchor`: where the KL-relevant (pure) expression was last formed; `trace`: earlier steps;
+    `space`: `logprob`, `prob`, `logits` or None (for kl_div input checks); `kind`: `count` for a
+    sum of a mask (a positive normaliser), `mask` for a mask; `vocab`: has a vocabulary axis.
+    `call_sites`: call sites the value crossed on its way back to the caller (innermost first).
+    """
+
+    expr: sp.Expr
+    anchor: Anchor | None = None
+    trace: tuple[TraceStep, ...] = ()
+    space: str | None = None
+    kind: str | None = None
+    vocab: bool = False
+    call_sites: tuple[Anchor, ...] = ()
+    has_exp_unclamped: bool = False
+
+    def with_(self, **changes: Any) -> "Tensor":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A network (callable) whose outputs are log-prob-like tensors of `role`."""
+
+    role: str  # policy | reference
+    name: str = ""
+    frozen: bool = False
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A function defined in the project (resolved lazily through the index)."""
+
+    qualname: str
+    node: cst.FunctionDef | cst.Lambda = field(compare=False, hash=False, repr=False)
+    module: Any = field(compare=False, hash=False, repr=False)
+    bound_self: Any = field(default=None, compare=False, hash=False, repr=False)
+    class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class defined in the project (`self` inside its methods is an `Instance`)."""
+
+    name: str
+    node: cst.ClassDef = field(compare=False, hash=False, repr=False)
+    module: Any = field(compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """`self` (or an instance) of a project class."""
+
+    cls: ClassRef
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """An imported module or external name, by qualified name (`torch.nn.functional`)."""
+
+    qualname: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A Python constant (str, int, float, bool, None)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """A value read from configuration: unknown, with the project default when visible."""
+
+    name: str
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """A tuple or list of values."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A dict with literal string keys."""
+
+    items: tuple[tuple[str, Any], ...]
+    name: str = ""
+
+    def get(self, key: str) -> Any:
+        for k, v in self.items:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class GradOf:
+    """`jax.grad(f)` / `jax.value_and_grad(f)`: calling it differentiates `f`'s result."""
+
+    function: Any
+    has_aux: bool = False
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """Nothing is known (not a tensor we can reason about)."""
+
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Alts:
+    """Alternative values (branches); never nested, at most MAX_ALTERNATIVES."""
+
+    options: tuple[Any, ...]
+
+
+Value = Any
+
+
+def alternatives(value: Value) -> tuple[Value, ...]:
+    return value.options if isinstance(value, Alts) else (value,)
+
+
+def join(*values: Value) -> Value:
+    """Merge values from branches, dropping duplicates."""
+    options: list[Value] = []
+    for value in values:
+        for option in alternatives(value):
+            if option is None:
+                continue
+            if not any(option is seen or _same(option, seen) for seen in options):
+                options.append(option)
+    if not options:
+        return Unknown()
+    if len(options) == 1:
+        return options[0]
+    return Alts(tuple(options[:MAX_ALTERNATIVES]))
+
+
+def _same(a: Value, b: Value) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Tensor):
+        return a.expr == b.expr and a.anchor == b.anchor
+    try:
+        return a == b
+    except Exception:  # noqa: BLE001 - sympy comparisons may raise
+        return False

@@ -1,0 +1,285 @@
+"""Apply the fixes carried by diagnostics (`--fix`, `--unsafe-fixes`, `--diff`), and atomic writes.
+
+A `Diagnostic.fix` replaces the diagnostic's primary span with `fix.replacement`. As in Ruff,
+`safe` fixes are applied by `--fix`, `unsafe` ones only with `--unsafe-fixes` as well, and
+`display-only` ones never. A batch of non-overlapping replacements is kept only if the new text
+parses (libcst) and re-linting it shows the fixed findings gone; otherwise the fixes are tried
+one at a time. Passes repeat (a fix may reveal another) up to `MAX_PASSES`.
+
+Files are written atomically (a temporary file in the same folder, then `os.replace`), keeping
+the file mode, the encoding (UTF-8, with its byte-order mark if any) and the line endings.
+"""
+from __future__ import annotations
+
+import bisect
+import difflib
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst
+
+from kllint.config import Settings
+from kllint.diagnostics import Diagnostic, Span
+from kllint.discovery import Discovered
+
+MAX_PASSES = 10
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class FixError(Exception):
+    """A file could not be read or written while fixing; the message names the file."""
+
+
+def is_applicable(diagnostic: Diagnostic, unsafe: bool = False) -> bool:
+    """Whether `--fix` applies the diagnostic's fix (`unsafe`: with `--unsafe-fixes`)."""
+    fix = diagnostic.fix
+    if fix is None or fix.replacement is None:
+        return False
+    return fix.applicability == "safe" or (unsafe and fix.applicability == "unsafe")
+
+
+def line_ending(text: str) -> str:
+    """The line ending a file uses: CRLF, CR or LF (LF when there is no line break)."""
+    match = _LINE_BREAK.search(text)
+    return match.group(0) if match else "\n"
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+
+
+def _line_end(text: str, starts: list[int], index: int) -> int:
+    """Offset where the content of line `index` (0-based) ends, before its line break."""
+    end = starts[index + 1] if index + 1 < len(starts) else len(text)
+    while end > starts[index] and text[end - 1] in "\r\n":
+        end -= 1
+    return end
+
+
+def span_offsets(text: str, span: Span) -> tuple[int, int] | None:
+    """Character offsets of a 1-based, end-exclusive span in `text`; None if it does not fit."""
+    starts = _line_starts(text)
+    if not (1 <= span.line <= span.end_line <= len(starts)):
+        return None
+    start = starts[span.line - 1] + span.column - 1
+    end = starts[span.end_line - 1] + span.end_column - 1
+    if span.column < 1 or start > _line_end(text, starts, span.line - 1):
+        return None
+    if span.end_column < 1 or end > _line_end(text, starts, span.end_line - 1) or end < start:
+        return None
+    return start, end
+
+
+def _span_at(text: str, start: int, end: int) -> Span:
+    starts = _line_starts(text)
+
+    def position(offset: int) -> tuple[int, int]:
+        index = bisect.bisect_right(starts, offset) - 1
+        return index + 1, offset - starts[index] + 1
+
+    line, column = position(start)
+    end_line, end_column = position(end)
+    return Span(line, column, end_line, end_column)
+
+
+def _overlaps(a: Span, b: Span) -> bool:
+    return (a.line, a.column) < (b.end_line, b.end_column) and (b.line, b.column) < (a.end_line, a.end_column) \
+        or (a.line, a.column) == (b.line, b.column)
+
+
+def apply_fixes(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[tuple[Diagnostic, Span]]]:
+    """Apply the replacements of `diagnostics` (all assumed applicable) that do not overlap.
+
+    The replacement's line breaks are converted to the file's. Returns the new text and, for
+    each applied fix, the diagnostic with the span its replacement occupies in the new text.
+    Fixes whose span does not fit the text, or that overlap an earlier one, are skipped.
+    """
+    eol = line_ending(text)
+    chosen: list[tuple[int, int, str, Diagnostic]] = []
+    for diagnostic in sorted(diagnostics, key=lambda d: d.sort_key):
+        offsets = span_offsets(text, diagnostic.span)
+        if offsets is None or diagnostic.fix is None or diagnostic.fix.replacement is None:
+            continue
+        start, end = offsets
+        if any(start < c_end and c_start < end or start == c_start for c_start, c_end, _, _ in chosen):
+            continue
+        replacement = _LINE_BREAK.sub(eol, diagnostic.fix.replacement)
+        chosen.append((start, end, replacement, diagnostic))
+    chosen.sort(key=lambda item: item[0])
+    pieces: list[str] = []
+    placed: list[tuple[int, int, Diagnostic]] = []
+    cursor = 0
+    length = 0
+    for start, end, replacement, diagnostic in chosen:
+        pieces.append(text[cursor:start])
+        length += start - cursor
+        placed.append((length, length + len(replacement), diagnostic))
+        pieces.append(replacement)
+        length += len(replacement)
+        cursor = end
+    pieces.append(text[cursor:])
+    new_text = "".join(pieces)
+    return new_text, [(diagnostic, _span_at(new_text, s, e)) for s, e, diagnostic in placed]
+
+
+@dataclass
+class FixOutcome:
+    """Result of fixing one file's text: the new text, what was fixed, what remains."""
+
+    original: str
+    text: str
+    fixed: list[Diagnostic] = field(default_factory=list)
+    remaining: list[Diagnostic] = field(default_factory=list)
+    rejected: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+
+def lint_text(text: str, item: Discovered, settings: Settings) -> list[Diagnostic]:
+    """The selected, unsuppressed findings of `text` as the file `item`.
+
+    Raises:
+        SyntaxError, libcst.ParserSyntaxError: the text does not parse.
+    """
+    from kllint.analysis.checker import check_source
+    from kllint.engine import filter_found
+
+    found = check_source(text, item.display, item.path, settings)
+    return sorted(filter_found(list(found), text, item.display, settings, item.path), key=lambda d: d.sort_key)
+
+
+def _verified(new_text: str, applied: list[tuple[Diagnostic, Span]], before: list[Diagnostic],
+              item: Discovered, settings: Settings) -> list[Diagnostic] | None:
+    """The findings of `new_text` if it parses and the applied fixes' findings are gone, else None."""
+    try:
+        libcst.parse_module(new_text)
+        after = lint_text(new_text, item, settings)
+    except Exception:  # noqa: BLE001 - any failure rejects the fix
+        return None
+    for diagnostic, region in applied:
+        if any(d.code == diagnostic.code and _overlaps(d.span, region) for d in after):
+            return None
+    for code in {d.code for d, _ in applied}:
+        fixed_count = sum(1 for d, _ in applied if d.code == code)
+        if sum(1 for d in after if d.code == code) > sum(1 for d in before if d.code == code) - fixed_count:
+            return None
+    return after
+
+
+def fix_text(text: str, item: Discovered, settings: Settings, unsafe: bool = False,
+             findings: list[Diagnostic] | None = None) -> FixOutcome:
+    """Apply the applicable fixes to `text` until none is left or none verifies.
+
+    `findings` are the current findings of `text` (computed when omitted).
+
+    Raises:
+        SyntaxError, libcst.ParserSyntaxError: the original text does not parse.
+    """
+    current = findings if findings is not None else lint_text(text, item, settings)
+    outcome = FixOutcome(original=text, text=text, remaining=current)
+    rejected: set[tuple] = set()
+    for _ in range(MAX_PASSES):
+        candidates = [d for d in current if is_applicable(d, unsafe)
+                      and (d.code, d.span, d.fix) not in rejected]
+        if not candidates:
+            break
+        new_text, applied = apply_fixes(outcome.text, candidates)
+        after = _verified(new_text, applied, current, item, settings) if applied else None
+        if after is None:
+            after, applied, new_text = None, [], outcome.text
+            for candidate in candidates:  # one at a time: keep the first that verifies
+                single_text, single = apply_fixes(outcome.text, [candidate])
+                result = _verified(single_text, single, current, item, settings) if single else None
+                if result is not None:
+                    after, applied, new_text = result, single, single_text
+                    break
+                rejected.add((candidate.code, candidate.span, candidate.fix))
+                outcome.rejected.append(candidate)
+            if after is None:
+                break
+        outcome.fixed.extend(d for d, _ in applied)
+        outcome.text = new_text
+        current = after
+        outcome.remaining = after
+    return outcome
+
+
+def read_source(path: Path) -> str:
+    """A file's text, decoded as UTF-8 without translating line endings.
+
+    Raises:
+        FixError: the file cannot be read or is not UTF-8.
+    """
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise FixError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FixError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace the file `path` with `text` (UTF-8) atomically, keeping its permission bits.
+
+    A symbolic link is followed: its target is rewritten. Line endings are written as they are
+    in `text`.
+
+    Raises:
+        FixError: the file cannot be written.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mode = None
+    tmp_name = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kllint.tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp_name, mode)
+        os.replace(tmp_name, target)
+        tmp_name = None
+    except OSError as exc:
+        raise FixError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def unified_diff(display: str, before: str, after: str) -> str:
+    """A unified diff (`--- a/path`, `+++ b/path`) of one file's change."""
+    old = before.splitlines(keepends=True)
+    new = after.splitlines(keepends=True)
+    lines = []
+    for line in difflib.unified_diff(old, new, fromfile=f"a/{display}", tofile=f"b/{display}"):
+        if not line.endswith(("\n", "\r")):
+            line += "\n\\ No newline at end of file\n"
+        lines.append(line)
+    return "".join(lines)
+
+
+def fix_file(item: Discovered, settings: Settings, unsafe: bool = False, write: bool = True) -> FixOutcome:
+    """Fix one file: apply the applicable fixes, verify them and (if `write`) save atomically.
+
+    Raises:
+        FixError: the file cannot be read or written.
+        SyntaxError, libcst.ParserSyntaxError: the file does not parse.
+    """
+    text = read_source(item.path)
+    outcome = fix_text(text, item, settings, unsafe=unsafe)
+    if write and outcome.changed:
+        write_atomic(item.path, outcome.text)
+    return outcome

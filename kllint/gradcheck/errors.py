@@ -1,0 +1,28 @@
+"""Exceptions of the runtime gradient checker.
+
+`GradcheckError` is the base of every usage error; the `gradcheck` command turns it into a
+one-line message and exit code 2, and `confirm_estimate` into a `not-evaluated` verdict.
+"""
+from __future__ import annotations
+
+EXTRAS = {"torch": "torch", "jax": "jax"}
+
+
+class GradcheckError(Exception):
+    """A usage error: a bad expression, binding, size or `module:function` target."""
+
+
+class MissingFrameworkError(GradcheckError):
+    """The array framework a check needs (PyTorch or JAX) is not installed.
+
+    The message names the extra to install, e.g. ``pip install 'kllint[torch]'``.
+    """
+
+    def __init__(self, framework: str, detail: str = "") -> None:
+        self.framework = framework
+        extra = EXTRAS.get(framework, framework)
+        message = (f"the {framework} backend of `kllint gradcheck` needs {framework}, which is not "
+                   f"installed: pip install 'kllint[{extra}]'")
+        if detail:
+            message += f" ({detail})"
+        super().__init__(message)

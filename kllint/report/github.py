@@ -1,0 +1,51 @@
+"""GitHub Actions workflow commands: one `::error` / `::warning` annotation per finding.
+
+`::error file=PATH,line=L,col=C,endLine=EL,endColumn=EC,title=CODE name::message`, with paths
+relative to the repository root. In the message `%`, CR and LF are escaped (`%25`, `%0D`,
+`%0A`); in the properties `:` and `,` are escaped as well (`%3A`, `%2C`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kllint.diagnostics import Diagnostic
+from kllint.report.locations import relative_to_root, source_root
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow-command message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow-command property value."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(d: Diagnostic, path: str) -> str:
+    """One workflow command for `d`, reported at `path` (repository-relative)."""
+    command = "error" if d.severity == "error" else "warning"
+    properties = {
+        "file": path,
+        "line": str(d.span.line),
+        "col": str(d.span.column),
+        "endLine": str(d.span.end_line),
+        "endColumn": str(d.span.end_column),
+        "title": f"{d.code} {d.name}",
+    }
+    rendered = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
+    message = f"{d.code} {d.message}"
+    if d.help:
+        message += f"\nhelp: {d.help}"
+    return f"::{command} {rendered}::{escape_data(message)}\n"
+
+
+def render(diagnostics: list[Diagnostic], root: Path | None = None, cwd: Path | None = None) -> str:
+    """The annotations of `diagnostics`, sorted; paths relative to `root` (default: the repository root)."""
+    cwd = (cwd or Path.cwd()).resolve()
+    root = root if root is not None else source_root(cwd)
+    lines = []
+    for d in sorted(diagnostics, key=lambda d: d.sort_key):
+        path = relative_to_root(d.path, root, cwd) or d.path
+        lines.append(annotation(d, path))
+    return "".join(lines)

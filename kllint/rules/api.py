@@ -1,0 +1,10 @@
+"""Rules judged at one API call: F.kl_div / nn.KLDivLoss / optax arguments (KL501, KL502),
+reference forwards with gradient tracking (KL503), clamp after exp (KL601)."""
+from __future__ import annotations
+
+from kllint.analysis.facts import CallFact
+from kllint.rules.base import RuleContext
+
+
+def check_call(fact: CallFact, ctx: RuleContext) -> None:
+    ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack)

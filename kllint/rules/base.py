@@ -1,0 +1,148 @@
+"""What rules share: the context that turns analysis anchors into diagnostics in the checked file."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import sympy as sp
+
+from kllint.analysis.algebra import Algebra
+from kllint.analysis.facts import KLTerm
+from kllint.analysis.index import ModuleInfo
+from kllint.analysis.values import Anchor, Condition
+from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
+from kllint.rules.registry import BY_CODE
+
+ESTIMATOR_WORDS = {
+    "k1": "k1 (the log-ratio logp - ref)",
+    "k2": "k2 (0.5 * (logp - ref)**2)",
+    "k3": "k3 (exp(ref - logp) - (ref - logp) - 1)",
+    "k3-inverted": "inverted k3 (exp(logp - ref) - 1 - (logp - ref))",
+    "abs": "abs(logp - ref)",
+    "reference-ratio": "the ratio pi/pi_ref",
+}
+
+
+@dataclass
+class RuleContext:
+    """Per-file state for the rules: the entry module, the algebra, found diagnostics."""
+
+    entry: ModuleInfo
+    algebra: Algebra
+    modules: dict[str, ModuleInfo] = field(default_factory=dict)
+    name_roles: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    found: list[Diagnostic] = field(default_factory=list)
+
+    def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = ()
+                 ) -> tuple[Anchor, tuple[TraceStep, ...]]:
+        """The primary location in the checked file: the anchor itself when it is in this file,
+        else the call site in this file through which the value came (the anchor becomes a step)."""
+        if anchor.path == self.entry.display:
+            return anchor, ()
+        for site in list(call_sites) + list(call_stack):
+            if site.path == self.entry.display:
+                return site, (anchor.step("the estimate is computed here (another module)"),)
+        return anchor, ()
+
+    def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[TraceStep] = (),
+               call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
+               estimate: Estimate | None = None) -> None:
+        primary, extra = self.localize(anchor, call_sites, call_stack)
+        if primary is not anchor and fix is not None and fix.replacement:
+            fix = Fix("display-only", fix.description)
+        info = BY_CODE[code]
+        steps = _dedupe(tuple(extra) + tuple(trace))
+        self.found.append(Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
+                                     message + describe_conditions(anchor.conditions), help, steps, fix, estimate))
+
+
+def _dedupe(steps: tuple[TraceStep, ...]) -> tuple[TraceStep, ...]:
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for step in steps:
+        key = (step.path, step.line, step.column)
+        if key not in seen:
+            seen.add(key)
+            out.append(step)
+    return tuple(out)
+
+
+def describe_conditions(conditions: tuple[Condition, ...]) -> str:
+    """` (when `kl_penalty` is 'low_var_kl'; configurable, default 'kl')` for config-chosen code."""
+    if not conditions:
+        return ""
+    parts = [c.describe() for c in conditions[-2:]]
+    defaults = {c.name: c.default for c in conditions if c.default is not None}
+    text = " (when " + " and ".join(parts)
+    if defaults:
+        text += "; configurable, project default " + ", ".join(f"`{k}` = {v!r}" for k, v in defaults.items())
+    return text + ")"
+
+
+def sign_of(expr: sp.Expr) -> int:
+    if expr.is_positive:
+        return 1
+    if expr.is_negative:
+        return -1
+    return 0
+
+
+@dataclass(frozen=True)
+class Place:
+    """One occurrence of a KL term in a value: its sign there (0: unknown), how it is reduced
+    (`none`, `sum` over tokens, `rtg` inside reward-to-go / returns), and whether it multiplies
+    a term that carries the policy's gradient (then it is a score-function coefficient, a reward)."""
+
+    sign: int
+    reduced: str
+    coefficient_of_live: bool
+
+
+def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
+    """Where each KL term occurs in `expr`."""
+    found: dict[sp.Symbol, list[Place]] = {}
+
+    def walk(node: sp.Expr, sign: int, reduced: str, live: bool, depth: int) -> None:
+        if depth > 60:
+            return
+        if node in algebra.kterms:
+            found.setdefault(node, []).append(Place(sign, reduced, live))
+            return
+        reduction = algebra.table.reductions.get(node)
+        if reduction is not None:
+            kind = "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum"
+            walk(reduction.inner, sign, kind, live, depth + 1)
+            return
+        if isinstance(node, sp.Add):
+            for arg in node.args:
+                walk(arg, sign, reduced, live, depth + 1)
+        elif isinstance(node, sp.Mul):
+            for index, arg in enumerate(node.args):
+                others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
+                walk(arg, sign * sign_of(others), reduced, live or algebra.live(others), depth + 1)
+        elif isinstance(node, sp.Pow):
+            base, exponent = node.args
+            walk(base, sign if exponent == 1 else 0, reduced, live, depth + 1)
+            walk(exponent, 0, reduced, live, depth + 1)
+        else:
+            for arg in node.args:
+                walk(arg, 0, reduced, live, depth + 1)
+
+    walk(expr, 1, "none", False, 0)
+    return found
+
+
+def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:
+    steps = tuple(term.trace) + (term.anchor.step(note),)
+    steps += tuple(site.step("returned from the helper to this call") for site in term.call_sites)
+    return steps
+
+
+def estimator_words(term: KLTerm) -> str:
+    if term.estimator is None:
+        return "a KL estimate"
+    return ESTIMATOR_WORDS.get(term.estimator.name, term.estimator.name)
+
+
+def span_of(anchor: Anchor) -> Span:
+    return anchor.span

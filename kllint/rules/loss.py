@@ -1,0 +1,212 @@
+"""Rules on KL terms that reach a loss (Tang & Munos 2025, arXiv:2506.09477, sections 3-4;
+Liu et al. 2025, arXiv:2510.01555 for the off-policy weight).
+
+Each KL term found in a differentiated value is judged by its gradient coefficient
+`c = dL/dlogp` (see `kllint.analysis.symbolic.classify_coefficient`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kllint.analysis.facts import KLTerm, LossFact
+from kllint.analysis.symbolic import OLD, Coefficient, classify_coefficient
+from kllint.diagnostics import Estimate, Fix
+from kllint.rules.base import RuleContext, estimator_words, occurrences, term_steps
+from kllint.rules.fixes import loss_rewrite, token_credit_help
+
+
+@dataclass
+class LossTerm:
+    """One KL term in one differentiated value, with everything the loss rules need."""
+
+    term: KLTerm
+    fact: LossFact
+    coefficient: Coefficient
+    signs: list[int]
+    reduced: bool
+    off_policy: bool
+    live_elsewhere: bool
+
+    @property
+    def inverted(self) -> bool:
+        scale = self.term.estimator.scale if self.term.estimator else 1.0
+        return bool(self.signs) and all(s * scale < 0 for s in self.signs)
+
+
+def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
+    """The KL terms of a loss, each with its coefficient and how the loss uses it."""
+    algebra = ctx.algebra
+    expr = algebra.wrap(fact.loss)
+    found = occurrences(expr, algebra)
+    terms = []
+    for symbol, all_places in found.items():
+        term = algebra.kterms[symbol]
+        places = [p for p in all_places if not p.coefficient_of_live]
+        if term.estimator is None or not places:
+            continue
+        rest = algebra.table.expand_reductions(expr.subs(symbol, 0)) if expr.has(symbol) else expr
+        rest_roles = algebra.table.role_symbols(rest)
+        for other in algebra.kl_symbols(rest):
+            rest_roles |= algebra.table.role_symbols(algebra.kterms[other].expr)
+        coefficient = classify_coefficient(term.expr, algebra.table)
+        reduced = any(p.reduced != "none" for p in places) or any(
+            r.kind == "sum" for r in algebra.table.reductions_in(term.expr))
+        terms.append(LossTerm(
+            term, fact, coefficient, [p.sign for p in places], reduced,
+            off_policy=OLD in rest_roles or fact.epoch_loop,
+            live_elsewhere=algebra.live(rest),
+        ))
+    return terms
+
+
+def _trace(item: LossTerm, note: str) -> tuple:
+    steps = term_steps(item.term, note)
+    if item.term.entry is not None:
+        steps += (item.term.entry.step("added to the loss here"),)
+    return steps + (item.fact.sink.step(item.fact.note),)
+
+
+def _estimate(item: LossTerm, ctx: RuleContext) -> Estimate | None:
+    from kllint.rules.fixes import estimate_for
+
+    return estimate_for(item.term, ctx, usage="loss")
+
+
+class EstimateAsLoss:
+    """KL101 / KL102 / KL103: an estimate differentiated whose coefficient is not the log-ratio."""
+
+    CODES = {"constant": "KL101", "forward": "KL102", "other": "KL103"}
+    MESSAGES = {
+        "KL101": "{est} is differentiated as a loss: its gradient coefficient is constant, so the expected gradient is zero and the penalty only adds noise",
+        "KL102": "{est} is differentiated as a loss: its expected gradient is that of the forward KL(ref || pi), not the reverse KL(pi || ref)",
+        "KL103": "{est} is differentiated as a loss, but its gradient coefficient is not the log-ratio: the expected gradient is not a KL gradient",
+    }
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if item.coefficient.sequence_ratio or item.term.estimator.name == "reference-ratio":
+            return
+        code = self.CODES.get(item.coefficient.kind)
+        if code is None:
+            return
+        ctx.report(code, item.term.anchor, self.MESSAGES[code].format(est=estimator_words(item.term)),
+                   help=loss_help(item), trace=_trace(item, f"{item.term.estimator.name} estimate"),
+                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack,
+                   fix=loss_rewrite(item, ctx), estimate=_estimate(item, ctx))
+
+
+def loss_help(item: LossTerm) -> str:
+    return ("route the gradient through k2 and keep the logged value: "
+            "`0.5 * (logp - ref)**2 - (0.5 * (logp - ref)**2).detach() + kl.detach()`, or multiply k3 by a "
+            "live ratio `exp(logp - old)`; better, put detached k1 in the reward with returns over the whole response")
+
+
+class DeadKLLoss:
+    """KL104: the KL term carries no gradient but is added to a loss that does."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if item.coefficient.kind != "none" or not item.live_elsewhere:
+            return
+        where = item.term.entry or item.fact.sink
+        ctx.report("KL104", where,
+                   f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
+                   help="compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
+                   trace=_trace(item, "KL estimate without gradient"), call_stack=item.fact.call_stack,
+                   fix=Fix("display-only", "recompute the KL from live log-probs"))
+
+
+class InvertedPenalty:
+    """KL105: the KL enters a minimised loss with a negative sign."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if item.coefficient.kind == "none" or not item.inverted:
+            return
+        where = item.term.entry or item.fact.sink
+        ctx.report("KL105", where,
+                   "the KL penalty is subtracted from a loss that is minimised: training maximises the divergence from the reference",
+                   help="add the penalty: `loss = policy_loss + kl_coef * kl_loss`",
+                   trace=_trace(item, "KL estimate"), call_stack=item.fact.call_stack)
+
+
+class PerTokenKLLoss:
+    """KL201: per-token KL terms reduced over tokens without reward-to-go credit."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        kind = item.coefficient.kind
+        if not item.reduced or (kind not in ("reverse", "forward", "other") and not item.coefficient.sequence_ratio):
+            return
+        if item.term.estimator.name == "reference-ratio":
+            return
+        ctx.report("KL201", item.term.anchor,
+                   f"per-token {item.term.estimator.name} KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
+                   help=token_credit_help(), trace=_trace(item, f"per-token {item.term.estimator.name} estimate"),
+                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack,
+                   fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
+                   estimate=_estimate(item, ctx))
+
+
+class OffPolicyWithoutWeight:
+    """KL401: a sampled KL loss on samples from an older policy without the weight pi/pi_old."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if not item.off_policy or item.coefficient.weighted or item.coefficient.kind in ("none",):
+            return
+        if item.coefficient.sequence_ratio or item.term.estimator.name == "reference-ratio":
+            return
+        ctx.report("KL401", item.term.anchor,
+                   f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
+                   help="multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
+                   trace=_trace(item, "KL estimate"), call_sites=item.term.call_sites,
+                   call_stack=item.fact.call_stack)
+
+
+class SequenceRatioOnTokenKL:
+    """KL402: a sequence-level importance ratio broadcast onto per-token KL terms."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if not item.coefficient.sequence_ratio:
+            return
+        ctx.report("KL402", item.term.anchor,
+                   "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
+                   help="weight each token's KL with its own ratio `exp(logp - old_logp)`",
+                   trace=_trace(item, "per-token KL times a sequence ratio"), call_sites=item.term.call_sites,
+                   call_stack=item.fact.call_stack)
+
+
+class ReferenceAsBehaviour:
+    """KL403: the importance ratio divides by the reference policy instead of the sampling policy."""
+
+    def check(self, item: LossTerm, ctx: RuleContext) -> None:
+        if item.term.estimator.name != "reference-ratio":
+            return
+        ctx.report("KL403", item.term.anchor,
+                   "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
+                   help="use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
+                   trace=_trace(item, "ratio pi/pi_ref"), call_sites=item.term.call_sites,
+                   call_stack=item.fact.call_stack)
+
+
+LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(), OffPolicyWithoutWeight(),
+              SequenceRatioOnTokenKL(), ReferenceAsBehaviour())
+
+
+def check_loss(fact: LossFact, ctx: RuleContext) -> None:
+    for item in loss_terms(fact, ctx):
+        for rule in LOSS_RULES:
+            rule.check(item, ctx)
+    check_score_function_coefficients(fact, ctx)
+
+
+def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
+    """KL terms that multiply the live log-probs in a loss are rewards: judge them as such."""
+    from kllint.analysis.facts import RewardFact
+    from kllint.rules.reward import judge_reward_term
+
+    algebra = ctx.algebra
+    for symbol, places in occurrences(algebra.wrap(fact.loss), algebra).items():
+        as_reward = [p for p in places if p.coefficient_of_live]
+        if not as_reward:
+            continue
+        term = algebra.kterms[symbol]
+        sink = term.entry or fact.sink
+        judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
+                                                        fact.call_stack), ctx)

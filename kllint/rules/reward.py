@@ -1,0 +1,47 @@
+"""Rules on KL terms that enter rewards, returns or advantages (score-function use): only a
+detached k1, credited with the KL of the whole remaining response, gives the reverse-KL
+gradient (Tang & Munos 2025, arXiv:2506.09477, section 4)."""
+from __future__ import annotations
+
+from kllint.analysis.facts import RewardFact
+from kllint.analysis.symbolic import LP, ROLE_SYMBOLS
+from kllint.diagnostics import Fix
+from kllint.rules.base import RuleContext, estimator_words, occurrences, term_steps
+from kllint.rules.fixes import estimate_for, reward_rewrite
+
+
+def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
+    algebra = ctx.algebra
+    expr = algebra.wrap(fact.value)
+    for symbol, places in occurrences(expr, algebra).items():
+        judge_reward_term(symbol, places, fact, ctx)
+
+
+def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> None:
+    """KL301 / KL302 / KL202 for one KL term used as a reward (score-function coefficient)."""
+    algebra = ctx.algebra
+    term = algebra.kterms[symbol]
+    name = term.estimator.name if term.estimator else None
+    if name == "reference-ratio":
+        return
+    trace = term_steps(term, "KL estimate") + (fact.sink.step(f"enters `{fact.target}` here"),)
+    if LP in algebra.table.role_symbols(term.expr):
+        ctx.report("KL301", term.anchor,
+                   f"{estimator_words(term)} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
+                   help="detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)",
+                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack,
+                   fix=Fix("unsafe", "detach the KL term", None))
+    if name not in (None, "k1"):
+        ctx.report("KL302", term.anchor,
+                   f"{estimator_words(term)} is used as a reward: only k1 gives an unbiased gradient"
+                   + (" (k3 gives grad KL(pi||ref) - grad KL(ref||pi))" if name == "k3" else ""),
+                   help="use k1 in the reward: `kl = logp - ref_logp` (detached), with returns or GAE over the whole response",
+                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack,
+                   fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"))
+    per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
+    if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places):
+        ctx.report("KL202", fact.sink,
+                   f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
+                   help="accumulate the KL rewards from the end: `kl_rtg = kl.flip(-1).cumsum(-1).flip(-1)`, or compute returns/GAE with gamma = 1 over the token rewards",
+                   trace=trace, call_stack=fact.call_stack,
+                   fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"))

@@ -1,0 +1,340 @@
+"""One `kllint check` run, behind the click command: configuration per file, discovery, analysis,
+fixes, suppressions written by `--add-noqa`, baselines, reports and the exit code.
+
+stdout carries only the chosen format (or the `--diff`); every summary, hint and progress bar
+goes to stderr. Bad usage raises `UsageError` (the command prints it on one line, exit 2).
+"""
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+from rich.console import Console
+
+from kllint.config import OUTPUT_FORMATS, CliOverrides, ConfigError, SettingsResolver
+from kllint.diagnostics import Diagnostic
+from kllint.discovery import Discovered, MissingPathError, discover
+from kllint.engine import RunResult, run
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+MACHINE_FORMATS = ("json", "sarif", "github")
+PROGRESS_THRESHOLD = 200
+SUMMARY_FILE_LIMIT = 20
+
+
+class UsageError(Exception):
+    """Bad options, configuration, paths or files: shown as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """The options of `kllint check` (see `kllint check --help`)."""
+
+    paths: tuple[str, ...] = (".",)
+    output_format: str | None = None
+    reports: tuple[str, ...] = ()
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    config: str | None = None
+    isolated: bool = False
+    force_exclude: bool = False
+    exit_zero: bool = False
+    statistics: bool = False
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    add_noqa: bool = False
+    baseline: str | None = None
+    write_baseline: str | None = None
+    progress: bool | None = None
+
+
+def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Flatten repeated, comma-separated selector options."""
+    return tuple(token.strip() for value in values for token in value.split(",") if token.strip())
+
+
+def parse_report(value: str) -> tuple[str, Path]:
+    """`FORMAT:PATH` of `--report`.
+
+    Raises:
+        UsageError: no colon, an unknown format or an empty path.
+    """
+    fmt, sep, path = value.partition(":")
+    if not sep or not path:
+        raise UsageError(f"--report expects FORMAT:PATH (e.g. sarif:kllint.sarif), not {value!r}")
+    if fmt not in OUTPUT_FORMATS:
+        raise UsageError(f"--report: unknown format {fmt!r} (choose from {', '.join(OUTPUT_FORMATS)})")
+    return fmt, Path(path)
+
+
+def stderr_console() -> Console:
+    """The console for summaries and progress (stderr; no colour with NO_COLOR)."""
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+
+
+@dataclass
+class _Context:
+    selected: frozenset[str]
+    internal_errors: list[str]
+
+
+def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
+    """The text of one output format (for files, and for stdout except `full` on a terminal)."""
+    if fmt == "json":
+        from kllint.report import json as report_json
+
+        return report_json.render(diagnostics)
+    if fmt == "concise":
+        from kllint.report import concise
+
+        return concise.render(diagnostics)
+    if fmt == "sarif":
+        from kllint.report import sarif
+
+        return sarif.render(diagnostics, selected=context.selected, notifications=context.internal_errors)
+    if fmt == "github":
+        from kllint.report import github
+
+        return github.render(diagnostics)
+    from kllint.report import text
+
+    buffer = io.StringIO()
+    text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True))
+    return buffer.getvalue()
+
+
+def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, stdout: TextIO) -> None:
+    if fmt == "full" and stdout.isatty():
+        from kllint.report import text
+
+        text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
+                                         highlight=False))
+        return
+    stdout.write(render(fmt, diagnostics, context))
+    stdout.flush()
+
+
+def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
+    if options.add_noqa and (options.fix or options.diff):
+        raise UsageError("--add-noqa cannot be combined with --fix or --diff")
+    if options.write_baseline and options.diff:
+        raise UsageError("--write-baseline cannot be combined with --diff")
+    if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
+        raise UsageError(f"unknown output format {options.output_format!r}")
+    return [parse_report(value) for value in options.reports]
+
+
+def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discovered]:
+    try:
+        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude))
+    except (MissingPathError, ConfigError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console) -> RunResult:
+    if not show_progress:
+        return run(files, resolver)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("check", total=len(files))
+        return run(files, resolver, progress=lambda _item: bar.advance(task))
+
+
+def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) -> None:
+    result.diagnostics = [d for d in result.diagnostics if d.path != display] + list(remaining)
+    result.diagnostics.sort(key=lambda d: d.sort_key)
+
+
+def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
+                 result: RunResult, stdout: TextIO, err: Console) -> tuple[int, bool]:
+    """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed)."""
+    from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
+
+    by_display = {item.display: item for item in files}
+    fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
+    fixed = 0
+    changed = False
+    for display in fixable:
+        item = by_display.get(display)
+        if item is None:
+            continue
+        settings = resolver.for_path(item.path)
+        current = [d for d in result.diagnostics if d.path == display]
+        try:
+            text = read_source(item.path)
+            outcome = fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current)
+        except FixError as exc:
+            result.internal_errors.append(str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one file must never stop the run
+            result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
+            continue
+        for rejected in outcome.rejected:
+            err.print(f"kllint: {display}:{rejected.span.line}:{rejected.span.column}: fix for "
+                      f"{rejected.code} not applied (the result did not parse or still had the finding)",
+                      markup=False, highlight=False)
+        if not outcome.changed:
+            continue
+        changed = True
+        fixed += len(outcome.fixed)
+        if options.diff:
+            stdout.write(unified_diff(display, outcome.original, outcome.text))
+            continue
+        try:
+            write_atomic(item.path, outcome.text)
+        except FixError as exc:
+            result.internal_errors.append(str(exc))
+            continue
+        _replace_file(result, display, outcome.remaining)
+    return fixed, changed
+
+
+def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Console) -> int:
+    from kllint.fix import FixError, read_source, write_atomic
+    from kllint.suppression import add_noqa
+
+    by_display = {item.display: item for item in files}
+    added = 0
+    for display in sorted({d.path for d in diagnostics}):
+        item = by_display.get(display)
+        if item is None:
+            continue
+        mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
+        try:
+            text = read_source(item.path)
+            new_text, count = add_noqa(text, mine)
+            if count:
+                write_atomic(item.path, new_text)
+        except FixError as exc:
+            raise UsageError(str(exc)) from None
+        added += count
+    return added
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _say(err: Console, message: str) -> None:
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def run_check(options: CheckOptions, stdout: TextIO | None = None,
+              err: Console | None = None, is_terminal: Callable[[], bool] | None = None) -> int:
+    """Run `kllint check` with `options`; returns the exit code (0 clean, 1 findings remain).
+
+    Raises:
+        UsageError: invalid options, configuration, paths, baseline or report files.
+    """
+    stdout = stdout or sys.stdout
+    err = err or stderr_console()
+    reports = _validate(options)
+    try:
+        resolver = SettingsResolver(
+            CliOverrides(select=split_codes(options.select) if options.select else None,
+                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore)),
+            config=Path(options.config) if options.config else None, isolated=options.isolated)
+        run_settings = resolver.for_path(Path.cwd())
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    fmt = options.output_format or run_settings.output_format or "full"
+    baseline = None
+    if options.baseline:
+        from kllint.baseline import BaselineError, load
+
+        try:
+            baseline = load(Path(options.baseline))
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+
+    files = _discover(options, resolver)
+    terminal = is_terminal() if is_terminal else sys.stderr.isatty()
+    show_progress = options.progress if options.progress is not None else (
+        len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
+    try:
+        result = _analyse(files, resolver, bool(show_progress), err)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    for note in result.internal_errors:
+        _say(err, f"kllint: {note}")
+    errors_before = len(result.internal_errors)
+
+    fixed, changed = 0, False
+    if options.fix or options.diff:
+        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err)
+    for note in result.internal_errors[errors_before:]:
+        _say(err, f"kllint: {note}")
+    if options.diff:
+        _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
+        if result.internal_errors:
+            return EXIT_ERROR
+        return EXIT_FINDINGS if changed else EXIT_CLEAN
+
+    if options.write_baseline:
+        from kllint.baseline import BaselineError, write
+
+        try:
+            count = write(Path(options.write_baseline), result.diagnostics)
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        _say(err, f"Wrote a baseline of {_plural(count, 'finding')} to {options.write_baseline}.")
+        return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
+
+    diagnostics = result.diagnostics
+    hidden: list[Diagnostic] = []
+    if baseline is not None:
+        diagnostics, hidden = baseline.split(diagnostics)
+
+    if options.add_noqa:
+        added = _add_noqa(files, diagnostics, err)
+        _say(err, f"Added {_plural(added, 'noqa directive')}.")
+        return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
+
+    selected: set[str] = set(run_settings.active_codes)
+    for settings in resolver.used():
+        selected |= settings.active_codes
+    context = _Context(frozenset(selected), list(result.internal_errors))
+    _write_stdout(fmt, diagnostics, context, stdout)
+    for report_fmt, path in reports:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(report_fmt, diagnostics, context), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
+
+    human = fmt not in MACHINE_FORMATS
+    big_run = len(files) > PROGRESS_THRESHOLD
+    if options.statistics:
+        from kllint.report import summary
+
+        err.out(summary.tables(diagnostics), end="", highlight=False)
+    elif human and big_run:
+        from kllint.report import summary
+
+        err.out(summary.tables(diagnostics, SUMMARY_FILE_LIMIT), end="", highlight=False)
+    if human:
+        if fixed:
+            _say(err, f"Fixed {_plural(fixed, 'finding')}.")
+        if hidden:
+            _say(err, f"{_plural(len(hidden), 'finding')} hidden by the baseline {options.baseline}.")
+        _say(err, f"Found {_plural(len(diagnostics), 'finding')} in {_plural(result.files_checked, 'file')}.")
+        if not (options.fix or options.diff):
+            from kllint.fix import is_applicable
+
+            safe = sum(1 for d in diagnostics if is_applicable(d, options.unsafe_fixes))
+            unsafe = sum(1 for d in diagnostics if is_applicable(d, True)) - safe
+            if safe:
+                _say(err, f"[*] {safe} fixable with the `--fix` option.")
+            if unsafe:
+                _say(err, f"{_plural(unsafe, 'hidden fix')} can be enabled with the `--unsafe-fixes` option.")
+    if result.internal_errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
