@@ -143,6 +143,8 @@ class Algebra:
         return t.with_(expr=expr, kind=None)
 
     def clamp(self, t: Tensor, anchor: Anchor) -> Tensor:
+        if t.kind == "count":
+            return t
         return self.unary(t, Clamp, anchor)
 
     def binary(self, op: str, a: Tensor, b: Tensor, anchor: Anchor) -> Tensor:
@@ -160,7 +162,7 @@ class Algebra:
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
         if pure_a and pure_b and (roles_a or roles_b):
             expr = self._apply(op, a.expr, b.expr)
-            if op in "*/" and (roles_a != roles_b):
+            if op in "*/" and (roles_a != roles_b) and (b.anchor is None if roles_a else a.anchor is None):
                 # scaling by a number keeps the estimate where it was formed
                 kept = a if roles_a else b
                 return kept.with_(expr=expr)

@@ -14,7 +14,7 @@ from kllint.analysis import roles
 from kllint.analysis.facts import CallFact, LossFact
 from kllint.analysis.symbolic import LP, REF, Clamp
 from kllint.analysis.values import (
-    ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -64,7 +64,8 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
     if model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference:
-        anchor = frame.call_stack[0] if frame.call_stack else it.anchor(node, frame)
+        local_sites = [site for site in frame.call_stack if site.path == it.entry.display]
+        anchor = local_sites[-1] if local_sites else it.anchor(node, frame)
         it.emit(frame, CallFact(
             "KL503", anchor,
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
@@ -229,6 +230,9 @@ def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
 def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
                   node: cst.Call, frame: "Frame", functional: bool = False) -> Value:
     """`x.method(...)` (or `torch.method(x, ...)` with `functional`)."""
+    if isinstance(obj, Alts):
+        return join(*(tensor_method(it, option, name, args, kwargs, node, frame, functional)
+                      for option in obj.options))
     if not isinstance(obj, Tensor):
         if isinstance(obj, Model):
             obj = it.as_tensor(obj)

@@ -478,10 +478,11 @@ class Interpreter:
         self.exec_block(body, probe)
         accumulators: dict[str, Value] = {}
         for name, placeholder in placeholders.items():
-            new = probe.env.get(name)
-            if isinstance(new, Tensor) and placeholder.expr in new.expr.free_symbols:
-                inner = new.expr.subs(placeholder.expr, 0)
-                accumulators[name] = Tensor(self.algebra.table.reduce(inner, "rtg"))
+            grown = [option for option in alternatives(probe.env.get(name))
+                     if isinstance(option, Tensor) and placeholder.expr in option.expr.free_symbols]
+            if grown:
+                accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
+                                            for option in grown))
         # pass 2: the real run
         run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
@@ -715,6 +716,18 @@ class Interpreter:
         func = self.eval(node.func, frame)
         args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
         kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "extend", "insert", "add") and args:
+            container = dotted_name(node.func.value)
+            if container is not None:
+                item = args[-1]
+                if node.func.attr.value == "extend":
+                    item = self._element(item, node, frame)
+                self.check_reward_sink(container.split(".")[-1], item, frame, node)
+                if isinstance(node.func.value, cst.Name):
+                    current = frame.env.get(container)
+                    elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
+                    frame.env[container] = Sequence((join(*elements, item),))
+                return Literal(None)
         options = []
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))

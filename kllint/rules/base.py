@@ -57,10 +57,10 @@ class RuleContext:
 
 
 def _dedupe(steps: tuple[TraceStep, ...]) -> tuple[TraceStep, ...]:
-    seen: set[tuple[str, int, int]] = set()
+    seen: set[tuple[str, int]] = set()
     out = []
     for step in steps:
-        key = (step.path, step.line, step.column)
+        key = (step.path, step.line)
         if key not in seen:
             seen.add(key)
             out.append(step)

@@ -56,14 +56,21 @@ def _free_names(node: cst.CSTNode) -> list[str]:
             arg.value.visit(self)
             return False
 
+        def visit_Call(self, call: cst.Call) -> bool:
+            if not isinstance(call.func, cst.Name):
+                call.func.visit(self)
+            for arg in call.args:
+                arg.visit(self)
+            return False
+
     node.visit(Collector())
     return list(dict.fromkeys(names))
 
 
-def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: int, names: list[str]
-           ) -> tuple[list[str], list[str]]:
-    """Assignments (as written) before the anchor that define `names`, transitively; and the
-    remaining free names."""
+def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: int, names: list[str],
+           known: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Assignments (as written) before the anchor that define `names`, transitively, stopping at
+    names whose role is known (`known`: name -> role); and the remaining free names."""
     if function is None:
         return [], names
     assignments: dict[str, cst.Assign] = {}
@@ -86,7 +93,7 @@ def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: in
             continue
         seen.add(name)
         node = assignments.get(name)
-        if node is None:
+        if node is None or name in known:
             free.append(name)
             continue
         if node not in setup:
@@ -108,9 +115,11 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
         source = module.source(term.anchor.node).strip()
     except Exception:  # noqa: BLE001
         return None
-    function = _enclosing_function(module, term.anchor.span.line)
-    setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node))
     from kllint.analysis import roles as name_roles
+
+    function = _enclosing_function(module, term.anchor.span.line)
+    known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {})
+    setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known)
 
     role_map = []
     aliases = []
@@ -118,8 +127,7 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
         if name in module.imports or name in MODULE_ALIASES:
             aliases.append((name, module.imports.get(name, name)))
             continue
-        known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {}).get(name)
-        role = ROLE_NAMES.get(known or "", None) or name_roles.logprob_role(name)
+        role = ROLE_NAMES.get(known.get(name, ""), None) or name_roles.logprob_role(name)
         if role is None and name_roles.is_mask_name(name):
             role = "mask"
         if role is not None:

@@ -118,7 +118,7 @@ class InvertedPenalty:
     """KL105: the KL enters a minimised loss with a negative sign."""
 
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
-        if item.coefficient.kind == "none" or not item.inverted:
+        if item.coefficient.kind == "none" or not item.inverted or item.term.estimator.name == "reference-ratio":
             return
         where = item.term.entry or item.fact.sink
         ctx.report("KL105", where,
