@@ -285,7 +285,16 @@ def _ratio_forms(expr: sp.Expr) -> bool:
 
 def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
     """exp(reduction of (logp - old)) multiplying per-token terms: a sequence-level IS ratio."""
-    for node in sp.preorder_traversal(expr):
+    pending, seen, nodes = [expr], set(), []
+    while pending:
+        current = pending.pop()
+        for node in sp.preorder_traversal(current):
+            nodes.append(node)
+            reduction = table.reductions.get(node)
+            if reduction is not None and node not in seen:
+                seen.add(node)
+                pending.append(reduction.inner)
+    for node in nodes:
         if isinstance(node, sp.exp):
             for symbol in node.args[0].free_symbols:
                 reduction = table.reductions.get(symbol)

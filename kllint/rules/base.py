@@ -32,6 +32,14 @@ class RuleContext:
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     name_roles: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     found: list[Diagnostic] = field(default_factory=list)
+    _once: set = field(default_factory=set)
+
+    def first(self, code: str, key: object) -> bool:
+        """True the first time (code, key) is seen: for findings reported once per KL term."""
+        if (code, key) in self._once:
+            return False
+        self._once.add((code, key))
+        return True
 
     def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = ()
                  ) -> tuple[Anchor, tuple[TraceStep, ...]]:

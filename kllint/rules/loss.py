@@ -207,6 +207,8 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
         if not as_reward:
             continue
         term = algebra.kterms[symbol]
+        if algebra.live(term.expr):
+            continue  # a live estimate times a live factor is neither a reward nor a plain loss term
         sink = term.entry or fact.sink
         judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
                                                         fact.call_stack), ctx)

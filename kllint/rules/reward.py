@@ -39,7 +39,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack,
                    fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"))
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
-    if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places):
+    if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,
                    f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
                    help="accumulate the KL rewards from the end: `kl_rtg = kl.flip(-1).cumsum(-1).flip(-1)`, or compute returns/GAE with gamma = 1 over the token rewards",
