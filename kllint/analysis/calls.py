@@ -350,6 +350,10 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
     if lowered == "backward" and args:
         it.loss_sink(args[0], node, frame, f"differentiated by `{name}(...)`")
         return Unknown("backward")
+    if lowered == "zip" and args:
+        return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
+    if lowered == "enumerate" and args:
+        return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]

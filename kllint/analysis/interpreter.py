@@ -28,6 +28,7 @@ from kllint.analysis.values import (
 
 MAX_DEPTH = 6
 MAX_STEPS = 60_000
+MAX_COHERENT = 6
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
 
 
@@ -282,9 +283,28 @@ class Interpreter:
     def _referenced_by_grad(self, node: cst.FunctionDef, frame: Frame) -> bool:
         return False
 
+    def eval_coherent(self, node: cst.BaseExpression, frame: Frame) -> Value:
+        """Evaluate with each branch-dependent variable fixed to one alternative at a time, so
+        that `exp(ref - lp) - (ref - lp)` never mixes two different `ref`s."""
+        names = [n for n in _used_names(node) if isinstance(frame.env.get(n), Alts)]
+        if not names:
+            return self.eval(node, frame)
+        combos: list[dict[str, Value]] = [{}]
+        for name in names:
+            combos = [dict(c, **{name: o}) for c in combos for o in frame.env[name].options][:MAX_COHERENT]
+        saved = {n: frame.env[n] for n in names}
+        results = []
+        try:
+            for combo in combos:
+                frame.env.update(combo)
+                results.append(self.eval(node, frame))
+        finally:
+            frame.env.update(saved)
+        return join(*results)
+
     def exec_small(self, node: cst.CSTNode, frame: Frame) -> None:
         if isinstance(node, cst.Assign):
-            value = self.eval(node.value, frame)
+            value = self.eval_coherent(node.value, frame)
             for target in node.targets:
                 self.assign(target.target, value, frame, node)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
@@ -294,7 +314,7 @@ class Interpreter:
         elif isinstance(node, cst.Expr):
             self.eval(node.value, frame)
         elif isinstance(node, cst.Return):
-            value = self.eval(node.value, frame) if node.value is not None else Literal(None)
+            value = self.eval_coherent(node.value, frame) if node.value is not None else Literal(None)
             frame.returns.append(value)
             frame.returned = True
 
@@ -989,6 +1009,24 @@ def _assigned_names(statements: list[cst.CSTNode]) -> list[str]:
 
     for statement in statements:
         statement.visit(Collector())
+    return list(dict.fromkeys(names))
+
+
+def _used_names(node: cst.CSTNode) -> list[str]:
+    names: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.append(name.value)
+
+        def visit_Attribute(self, attr: cst.Attribute) -> bool:
+            attr.value.visit(self)
+            return False
+
+        def visit_Lambda(self, lam: cst.Lambda) -> bool:
+            return False
+
+    node.visit(Collector())
     return list(dict.fromkeys(names))
 
 

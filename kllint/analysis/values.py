@@ -181,10 +181,16 @@ def alternatives(value: Value) -> tuple[Value, ...]:
 def join(*values: Value) -> Value:
     """Merge values from branches, dropping duplicates."""
     options: list[Value] = []
+    plain_seen = False
     for value in values:
         for option in alternatives(value):
             if option is None:
                 continue
+            if _plain(option):
+                # alternatives that carry no log-prob, KL or estimate are all alike to the rules
+                if plain_seen:
+                    continue
+                plain_seen = True
             if not any(option is seen or _same(option, seen) for seen in options):
                 options.append(option)
     if not options:
@@ -192,6 +198,15 @@ def join(*values: Value) -> Value:
     if len(options) == 1:
         return options[0]
     return Alts(tuple(options[:MAX_ALTERNATIVES]))
+
+
+def _plain(value: Value) -> bool:
+    if isinstance(value, Unknown):
+        return True
+    if isinstance(value, Tensor):
+        return value.anchor is None and value.kind is None and value.space is None and all(
+            "__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_")) for s in value.expr.free_symbols)
+    return False
 
 
 def _same(a: Value, b: Value) -> bool:

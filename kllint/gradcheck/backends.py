@@ -87,9 +87,6 @@ class TorchBackend:
     def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
         return x.reshape(shape)
 
-    def to_dtype_of(self, x: Any, like: Any) -> Any:
-        return x.to(like.dtype) if x.is_floating_point() else x.to(like.dtype)
-
     def gradient(self, objective: Callable[[Any], Any], theta: np.ndarray, precision: str = "float64") -> np.ndarray:
         """`d objective / d theta` at `theta` (`[prefixes, vocab]`), as a float64 numpy array.
 
@@ -181,10 +178,6 @@ class JaxBackend:
 
             grad = self.jax.grad(scalar)(param)
             return np.asarray(grad, dtype=np.float64)
-
-    def run(self, precision: str, fn: Callable[[], Any]) -> Any:
-        with self.precision_scope(precision):
-            return fn()
 
 
 _CACHE: dict[str, Any] = {}

@@ -111,8 +111,14 @@ def gradcheck(target: str | None, expression: str | None, setup: tuple[str, ...]
                    reward_to_go=reward_to_go, framework=framework)
     stubbed: tuple[str, ...] = ()
     try:
-        from kllint.gradcheck.check import check_expression, check_function, default_problems
+        try:
+            from kllint.gradcheck.check import check_expression, check_function, default_problems
+        except ModuleNotFoundError as exc:
+            if exc.name != "numpy":
+                raise
+            from kllint.gradcheck.errors import MissingFrameworkError
 
+            raise MissingFrameworkError("torch", package="numpy") from exc
         try:
             problems = default_problems(vocab, horizon, seed)
         except ValueError as exc:

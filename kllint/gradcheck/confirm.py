@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 from kllint.diagnostics import Estimate
 from kllint.gradcheck import verdict as V
-from kllint.gradcheck.exact import ROLES
 
 ALLOWED_MODULE_PREFIXES = ("torch", "jax", "jaxlib", "numpy", "math", "optax", "flax", "einops")
 """Only these modules are imported for an estimate's aliases (`Estimate.aliases`)."""
@@ -87,6 +86,7 @@ def confirm_estimate(estimate: Estimate, code: str) -> dict[str, Any]:
 def _confirm(estimate: Estimate, code: str) -> dict[str, Any]:
     from kllint.gradcheck.check import check_expression
     from kllint.gradcheck.backends import detect_framework
+    from kllint.gradcheck.exact import ROLES
     from kllint.gradcheck.policies import make_problem
 
     framework = estimate.framework if estimate.framework in ("torch", "jax") else \

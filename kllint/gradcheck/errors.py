@@ -18,11 +18,15 @@ class MissingFrameworkError(GradcheckError):
     The message names the extra to install, e.g. ``pip install 'kllint[torch]'``.
     """
 
-    def __init__(self, framework: str, detail: str = "") -> None:
+    def __init__(self, framework: str, detail: str = "", package: str | None = None) -> None:
         self.framework = framework
         extra = EXTRAS.get(framework, framework)
-        message = (f"the {framework} backend of `kllint gradcheck` needs {framework}, which is not "
-                   f"installed: pip install 'kllint[{extra}]'")
+        if package is None:
+            message = (f"the {framework} backend of `kllint gradcheck` needs {framework}, which is not "
+                       f"installed: pip install 'kllint[{extra}]'")
+        else:
+            message = (f"`kllint gradcheck` needs {package}, which is not installed: "
+                       f"pip install 'kllint[{extra}]' (or pip install {package})")
         if detail:
             message += f" ({detail})"
         super().__init__(message)

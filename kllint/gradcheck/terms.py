@@ -54,7 +54,7 @@ class ExpressionTerm:
             code = compile(self.expression, "<gradcheck expression>", "eval")
             setup = [compile(s, "<gradcheck setup>", "exec") for s in self.setup]
         except SyntaxError as exc:
-            raise GradcheckError(f"the expression does not parse: {exc.msg}") from exc
+            raise GradcheckError(f"the code does not parse: {exc.msg}") from exc
         base = dict(namespace)
         base.update(self.modules)
         bindings = self.bindings
@@ -69,16 +69,20 @@ class ExpressionTerm:
         return term
 
 
+def _parse(expression: str, setup: Sequence[str]) -> list[ast.AST]:
+    try:
+        return [ast.parse(s, mode="exec") for s in setup] + [ast.parse(expression.strip(), mode="eval")]
+    except SyntaxError as exc:
+        raise GradcheckError(f"the code does not parse: {exc.msg}: {(exc.text or '').strip()!r}") from exc
+
+
 def free_names(expression: str, setup: Sequence[str] = ()) -> list[str]:
     """Names read by `setup` + `expression` that neither assigns nor a builtin, in order of use.
 
     Raises:
         GradcheckError: the code does not parse.
     """
-    try:
-        trees = [ast.parse(s, mode="exec") for s in setup] + [ast.parse(expression.strip(), mode="eval")]
-    except SyntaxError as exc:
-        raise GradcheckError(f"cannot parse {exc.text!r}: {exc.msg}") from exc
+    trees = _parse(expression, setup)
     bound: set[str] = set()
     used: list[str] = []
     for tree in trees:
@@ -96,7 +100,7 @@ def free_names(expression: str, setup: Sequence[str] = ()) -> list[str]:
 
 def called_names(expression: str, setup: Sequence[str] = ()) -> set[str]:
     """Bare names used as functions (`f(x)`) in `setup` + `expression`."""
-    trees = [ast.parse(s, mode="exec") for s in setup] + [ast.parse(expression.strip(), mode="eval")]
+    trees = _parse(expression, setup)
     return {node.func.id for tree in trees for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MATCH_TOL = 1e-5
 ZERO_TOL = 1e-5
@@ -49,6 +50,8 @@ MATCH_NAMES = {
 
 def cosine(g: np.ndarray, ref: np.ndarray) -> float:
     """Cosine similarity of two flattened gradients (0 when either is zero)."""
+    import numpy as np
+
     g, ref = np.ravel(g), np.ravel(ref)
     ng, nr = float(np.linalg.norm(g)), float(np.linalg.norm(ref))
     if ng == 0.0 or nr == 0.0:
@@ -58,12 +61,16 @@ def cosine(g: np.ndarray, ref: np.ndarray) -> float:
 
 def relative_error(g: np.ndarray, ref: np.ndarray) -> float:
     """`|g - ref| / |ref|` (Euclidean norms over all logits)."""
+    import numpy as np
+
     nr = float(np.linalg.norm(np.ravel(ref)))
     return float(np.linalg.norm(np.ravel(g) - np.ravel(ref)) / nr) if nr else math.inf
 
 
 def matches(g: np.ndarray, ref: np.ndarray, tol: float = MATCH_TOL) -> bool:
     """`g` points exactly along `ref` (up to a positive scale)."""
+    import numpy as np
+
     g, ref = np.ravel(g), np.ravel(ref)
     ng, nr = float(np.linalg.norm(g)), float(np.linalg.norm(ref))
     if ng == 0.0 or nr == 0.0:
@@ -145,6 +152,8 @@ class GradcheckResult:
 
 def judge(g: np.ndarray, references: dict[str, np.ndarray], horizon: int) -> tuple[str, tuple[str, ...]]:
     """Verdict and the list of reference gradients `g` matches (names from `MATCH_NAMES`)."""
+    import numpy as np
+
     if not np.all(np.isfinite(g)):
         return NAN, ()
     refs = dict(references)
