@@ -19,6 +19,7 @@ from kllint.rules.registry import BY_CODE, select_codes
 from kllint.suppression import Suppressions
 
 if TYPE_CHECKING:
+    from kllint.analysis.index import ProjectIndex
     from kllint.discovery import SettingsSource
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -61,9 +62,11 @@ def filter_found(found: list[Diagnostic], text: str, display: str, settings: Set
     return [d for d in found if d.code in active and not suppressions.hides(d)]
 
 
-def check_file(item: Discovered, settings: Settings) -> tuple[list[Diagnostic], list[str]]:
-    """Analyse one file; never raises for bad input."""
+def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
+               ) -> tuple[list[Diagnostic], list[str]]:
+    """Analyse one file; never raises for bad input. `index` is shared by the files of a run."""
     from kllint.analysis.checker import check_source
+    from kllint.prefilter import might_matter, syntax_error
 
     display = item.display
     try:
@@ -76,12 +79,18 @@ def check_file(item: Discovered, settings: Settings) -> tuple[list[Diagnostic], 
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return [syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")], []
+    if not might_matter(text):
+        error = syntax_error(text)
+        if error is None:
+            return [], []
+        return [syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1)], []
     try:
-        found = check_source(text, display, item.path, settings)
+        found = check_source(text, display, item.path, settings, index=index)
     except SyntaxError as exc:
         return [syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)], []
     except cst.ParserSyntaxError as exc:
-        return [syntax_diagnostic(display, f"cannot parse: {exc.message.splitlines()[0] if exc.message else 'syntax error'}", exc.raw_line or 1,
+        reason = exc.message.splitlines()[0] if exc.message else "syntax error"
+        return [syntax_diagnostic(display, f"cannot parse: {reason}", exc.raw_line or 1,
                                   (exc.raw_column or 0) + 1)], []
     except RecursionError:
         return [syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], []
@@ -100,10 +109,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
+    from kllint.analysis.index import ProjectIndex
+
     result = RunResult()
     seen: set[tuple] = set()
+    index = ProjectIndex()
     for item in files:
-        diagnostics, errors = check_file(item, settings.for_path(item.path))
+        diagnostics, errors = check_file(item, settings.for_path(item.path), index)
         if progress is not None:
             progress(item)
         result.files_checked += 1

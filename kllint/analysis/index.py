@@ -67,6 +67,33 @@ class ModuleInfo:
         info._collect()
         return info
 
+    def function_at(self, line: int) -> cst.FunctionDef | None:
+        """The innermost function definition whose body contains `line`."""
+        if not hasattr(self, "_function_spans"):
+            spans: list[tuple[int, int, cst.FunctionDef]] = []
+            stack: list[cst.CSTNode] = list(self.tree.body)
+            while stack:
+                node = stack.pop()
+                if isinstance(node, cst.FunctionDef):
+                    span = self.span(node)
+                    spans.append((span.line, span.end_line, node))
+                body = getattr(node, "body", None)
+                inner = getattr(body, "body", None)
+                if isinstance(inner, (list, tuple)):
+                    stack.extend(n for n in inner if isinstance(n, cst.CSTNode))
+                for extra in ("orelse", "handlers", "finalbody"):
+                    part = getattr(node, extra, None)
+                    if isinstance(part, (list, tuple)):
+                        stack.extend(part)
+                    elif isinstance(part, cst.CSTNode):
+                        stack.append(part)
+            self._function_spans = sorted(spans, key=lambda s: (s[0], -s[1]))
+        best = None
+        for start, end, node in self._function_spans:
+            if start <= line <= end:
+                best = node
+        return best
+
     def span(self, node: cst.CSTNode) -> Span:
         code_range = self.positions.get(node)
         if code_range is None:

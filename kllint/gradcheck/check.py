@@ -6,12 +6,12 @@ function) and `check_term` (a prepared `ExpressionTerm` / `FunctionTerm`).
 from __future__ import annotations
 
 import inspect
-import sys
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from kllint.gradcheck.backends import detect_framework, load_backend
+from kllint.gradcheck.errors import GradcheckError
 from kllint.gradcheck.exact import Setting, reference_gradients, term_gradient
 from kllint.gradcheck.policies import TabularProblem, make_problem
 from kllint.gradcheck.terms import ExpressionTerm, FunctionTerm, expression_term, infer_arguments
@@ -146,8 +146,6 @@ def check_expression(expression: str, *, names: Mapping[str, str] | None = None,
     try:
         prob = _problem(problem, vocab, horizon, seed)
     except ValueError as exc:
-        from kllint.gradcheck.errors import GradcheckError
-
         raise GradcheckError(str(exc)) from exc
     return check_term(term, prob, label=term.expression, usage=usage, granularity=granularity,
                       sampling=sampling, reward_to_go=reward_to_go, framework=framework,
@@ -196,8 +194,6 @@ def check_function(func: Callable[..., Any], *, arguments: Mapping[str, str] | N
     try:
         prob = _problem(problem, vocab, horizon, seed)
     except ValueError as exc:
-        from kllint.gradcheck.errors import GradcheckError
-
         raise GradcheckError(str(exc)) from exc
     return check_term(term, prob, label=label, usage=usage, granularity=granularity, sampling=sampling,
                       reward_to_go=reward_to_go, framework=framework, extreme=extreme)

@@ -20,7 +20,7 @@ Two ways to name the term:
 Expressions see `logp` (live policy log-probs), `ref`, `old` (rollout policy), `mask`, and
 `logp_all` / `ref_all` (full-vocabulary log-probs [batch, tokens, vocab]); rename them with
 --policy, --ref, --old, --mask, --policy-dist, --ref-dist. Other free names are bound to
-ones. Per token (default) the names are [batch, tokens] tensors whose rows are every
+ones (a note on stderr lists them). Per token (default) the names are [batch, tokens] tensors whose rows are every
 possible response, and the value is summed over tokens; with --sequence they are the
 per-response sums [batch]. The expected gradient is compared with the true gradients of
 KL(pi||ref) (reverse) and KL(ref||pi) (forward); see Tang & Munos 2025, arXiv:2506.09477.
@@ -28,7 +28,6 @@ KL(pi||ref) (reverse) and KL(ref||pi) (forward); see Tang & Munos 2025, arXiv:25
 By default the term is checked on the 4-action bandit and on the vocabulary-3,
 horizon-3 sequence problem; --vocab / --horizon pick one problem (--horizon 1: bandit).
 
-\b
 WARNING: MODULE:FUNCTION imports and runs that module's code (and the function) in this
 process: only check code you trust. The module's parent packages are not initialised and
 missing third-party packages are replaced by stubs (--no-stub-missing to disable).
@@ -92,7 +91,8 @@ def _literal(text: str) -> Any:
               help="Extra keyword argument for the function (Python literal, else a string; repeatable).")
 @click.option("--stub-missing/--no-stub-missing", default=True, show_default=True,
               help="Replace missing third-party packages imported by MODULE by stubs.")
-@click.option("--output-format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--output-format", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for people, json for machines (stdout carries only this).")
 def gradcheck(target: str | None, expression: str | None, setup: tuple[str, ...], policy_name: str, ref_name: str,
               old_name: str, mask_name: str, policy_dist_name: str, ref_dist_name: str, usage: str, per_token: bool,
               reward_to_go: bool, off_policy: bool | None, vocab: int | None, horizon: int | None, seed: int | None,

@@ -41,15 +41,38 @@ def _not_evaluated(reason: str, code: str) -> dict[str, Any]:
     return {"verdict": V.NOT_EVALUATED, "summary": reason, "agrees": None, "code": code}
 
 
+KNOWN_ALIASES = {
+    "torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy", "math": "math",
+    "jax": "jax", "jnp": "jax.numpy", "lax": "jax.lax", "optax": "optax",
+}
+"""Conventional aliases, used when an estimate's alias names no importable module (`("F", "F")`)."""
+
+
+def _import_object(target: str) -> Any:
+    """A module, or an attribute of a module (`torch.nn.functional.kl_div`)."""
+    try:
+        return importlib.import_module(target)
+    except ImportError:
+        parent, _, attr = target.rpartition(".")
+        if not parent:
+            raise
+        return getattr(importlib.import_module(parent), attr)
+
+
 def _modules(aliases: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """Import the estimate's module aliases, `(alias, module)` pairs such as `("F", "torch.nn.functional")`."""
+    """Resolve an estimate's `(alias, qualified name)` pairs, e.g. `("F", "torch.nn.functional")`.
+
+    Raises:
+        ValueError: the target is outside `ALLOWED_MODULE_PREFIXES`.
+        ImportError, AttributeError: it cannot be imported.
+    """
     modules = {}
     for alias, target in aliases:
-        if "." in alias and "." not in target:  # tolerate (module, alias) order
-            alias, target = target, alias
+        if target.split(".")[0] not in ALLOWED_MODULE_PREFIXES and alias in KNOWN_ALIASES:
+            target = KNOWN_ALIASES[alias]
         if target.split(".")[0] not in ALLOWED_MODULE_PREFIXES:
             raise ValueError(f"module {target!r} is not imported by the checker (alias {alias!r})")
-        modules[alias] = importlib.import_module(target)
+        modules[alias] = _import_object(target)
     return modules
 
 

@@ -27,20 +27,6 @@ def token_credit_help() -> str:
             "(or put detached k1 in the reward and compute returns with gamma = 1)")
 
 
-def _enclosing_function(module: ModuleInfo, line: int) -> cst.FunctionDef | None:
-    best: cst.FunctionDef | None = None
-
-    class Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            nonlocal best
-            span = module.span(node)
-            if span.line <= line <= span.end_line:
-                best = node
-
-    module.tree.visit(Finder())
-    return best
-
-
 def _free_names(node: cst.CSTNode) -> list[str]:
     names: list[str] = []
 
@@ -74,16 +60,25 @@ def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: in
     if function is None:
         return [], names
     assignments: dict[str, cst.Assign] = {}
-
-    class Collector(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if module.span(node).line >= anchor_line:
-                return
+    stack: list[cst.CSTNode] = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
+    ordered: list[cst.CSTNode] = []
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, cst.SimpleStatementLine):
+            ordered.extend(node.body)
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            for part in ("body", "orelse"):
+                child = getattr(node, part, None)
+                inner = getattr(child, "body", None)
+                if isinstance(inner, (list, tuple)):
+                    stack.extend(inner)
+                elif isinstance(child, cst.CSTNode) and part == "orelse":
+                    stack.append(child)
+    for node in ordered:
+        if isinstance(node, cst.Assign) and module.span(node).line < anchor_line:
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     assignments[target.target.value] = node
-
-    function.visit(Collector())
     setup: list[cst.Assign] = []
     free: list[str] = []
     pending, seen = list(names), set()
@@ -117,7 +112,7 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
         return None
     from kllint.analysis import roles as name_roles
 
-    function = _enclosing_function(module, term.anchor.span.line)
+    function = module.function_at(term.anchor.span.line)
     known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {})
     setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known)
 

