@@ -121,7 +121,7 @@ def test_syntax_error_is_a_finding_not_a_crash(project):
 def test_internal_error_exits_2_with_one_line(project, monkeypatch):
     import kllint.analysis.checker as checker
 
-    def explode(*args):
+    def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(checker, "check_source", explode)

@@ -42,7 +42,7 @@ def make_diagnostic(code: str, path: str, span: Span, message: str = "expected g
     return Diagnostic(code, info.name, info.severity, path, span, message, help=help, trace=trace, fix=fix)
 
 
-def fake_check_source(text: str, display: str, path, settings) -> list[Diagnostic]:
+def fake_check_source(text: str, display: str, path, settings, index=None) -> list[Diagnostic]:
     """The fake analysis: findings for the marker calls of `text` (raises SyntaxError if it does not parse)."""
     compile(text, display, "exec")
     found = []
@@ -64,8 +64,10 @@ def fake_check_source(text: str, display: str, path, settings) -> list[Diagnosti
 def fake_analysis(monkeypatch):
     """Replace the analysis by `fake_check_source` for the duration of a test."""
     import kllint.analysis.checker as checker
+    import kllint.prefilter as prefilter
 
     monkeypatch.setattr(checker, "check_source", fake_check_source)
+    monkeypatch.setattr(prefilter, "might_matter", lambda text: True)
     return fake_check_source
 
 

@@ -74,6 +74,15 @@ def test_kl201_runs_on_sequences_with_setup_statements():
     assert round(out["cos_reverse"], 3) == 0.925
 
 
+def test_kl201_is_measured_per_token_and_on_policy():
+    """`k3 * exp(logp - old)` is exact per token: KL201 is its only problem."""
+    est = estimate("(torch.exp(ref_logp - logp) - (ref_logp - logp) - 1) * torch.exp(logp - old_logp)",
+                   roles=POLICY_REF + (("old_logp", "old"),), granularity="sequence")
+    out = confirm_estimate(est, "KL201")
+    assert out["verdict"] == V.PARTIAL and out["agrees"] is True
+    assert (out["sampling"], out["granularity"]) == ("on-policy", "per-token")
+
+
 def test_correct_code_is_not_confirmed():
     assert confirm_estimate(estimate("0.5 * (logp - ref_logp) ** 2"), "KL102")["agrees"] is False
     assert confirm_estimate(estimate("logp - ref_logp", usage="reward"), "KL302")["agrees"] is False
@@ -81,6 +90,10 @@ def test_correct_code_is_not_confirmed():
                    roles=POLICY_REF + (("mask", "mask"),), granularity="sequence")
     out = confirm_estimate(seq, "KL201")
     assert out["verdict"] == V.CORRECT and out["agrees"] is False
+    by_sums = estimate("0.5 * (seq_logp - seq_ref) ** 2", roles=(("seq_logp", "policy"), ("seq_ref", "reference")),
+                       granularity="sequence")
+    out = confirm_estimate(by_sums, "KL101")  # bound to per-response sums: sequence-level k2
+    assert out["verdict"] == V.CORRECT and out["agrees"] is False and out["granularity"] == "sequence"
 
 
 def test_kl601_clamp_after_exp_gives_nan_on_the_extreme_input():

@@ -19,6 +19,11 @@ SEQUENCE_CODES = {"KL201", "KL202", "KL402"}
 OFF_POLICY_CODES = {"KL401", "KL402", "KL403"}
 """Codes confirmed with samples from `pi_old != pi`."""
 
+PER_TOKEN_CODES = {"KL201", "KL202"}
+"""Codes about per-token terms: confirmed per token and on-policy whatever the estimate says, so
+that the missing future-token credit is the only effect measured (a per-token ratio does not
+correct the prefix distribution off-policy, which would read as `biased`)."""
+
 _NOT_CORRECT = lambda r: r.verdict != V.CORRECT  # noqa: E731
 
 AGREEMENT: dict[str, Callable[[V.GradcheckResult], bool]] = {
@@ -88,8 +93,9 @@ def confirm_estimate(estimate: Estimate, code: str) -> dict[str, Any]:
     `[batch]`, or `[batch, tokens]` when the source reduces the token axis itself.
 
     Problem: the 4-action bandit of the theory doc, or the V=3, T=3 sequence problem for
-    `SEQUENCE_CODES`; off-policy sampling for `OFF_POLICY_CODES`. KL601 is confirmed by a
-    non-finite float32 gradient when one token's log-prob is -150 vs the reference.
+    `SEQUENCE_CODES`; off-policy sampling for `OFF_POLICY_CODES`; per-token, on-policy
+    evaluation for `PER_TOKEN_CODES`. KL601 is confirmed by a non-finite float32 gradient when
+    one token's log-prob is -150 vs the reference.
 
     Returns:
         JSON-able dict: `verdict`, `cos_reverse`, `rel_err_reverse`, `cos_forward`,
@@ -118,10 +124,10 @@ def _confirm(estimate: Estimate, code: str) -> dict[str, Any]:
     names = {name: (role if role in ROLES else "ones") for name, role in estimate.roles}
     usage = estimate.usage if estimate.usage in ("loss", "reward") else "loss"
     problem = make_problem(None, 3) if code in SEQUENCE_CODES else make_problem(None, 1)
-    sampling = "off-policy" if code in OFF_POLICY_CODES else None
+    sampling = "off-policy" if code in OFF_POLICY_CODES else "on-policy" if code in PER_TOKEN_CODES else None
     kwargs = dict(names=names, setup=tuple(estimate.setup), modules=modules, usage=usage,
                   sampling=sampling, framework=framework, problem=problem)
-    granularity = "sequence" if estimate.granularity == "sequence" else "per-token"
+    granularity = "sequence" if estimate.granularity == "sequence" and code not in PER_TOKEN_CODES else "per-token"
     try:
         result = check_expression(estimate.source, granularity=granularity, **kwargs)
     except Exception:
