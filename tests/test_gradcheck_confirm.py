@@ -42,6 +42,17 @@ def test_aliases_of_functions_and_conventional_names():
     assert out["verdict"] == V.PARTIAL and out["agrees"] is True
 
 
+def test_active_clamp_is_confirmed_on_milder_policies():
+    """verl's `clamp(k3, -10, 10)` bites on the doc bandit (one k3 value is 16): biased there,
+    forward-KL where the clamp is inactive."""
+    est = estimate("torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)", setup=("kl = ref_logp - logp",))
+    out = confirm_estimate(est, "KL102")
+    assert out["verdict"] == V.FORWARD and out["agrees"] is True
+    assert out["policies"] == "numpy seed 0, scale 0.3"
+    assert any(n.startswith("on the theory-doc bandit (torch seed 0) policies: expected gradient is biased")
+               for n in out["notes"])
+
+
 def test_jax_estimate():
     pytest.importorskip("jax")
     est = estimate("jnp.exp(ref_logp - logp) - (ref_logp - logp) - 1", framework="jax",

@@ -38,13 +38,17 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
-            if func.name in ("forward", "__call__", "get_logits", "compute_logits"):
+            if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
                 return forward(it, func.obj, node, frame)
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
                 return func.obj
             return Unknown(func.name)
     if isinstance(func, Model):
         return forward(it, func, node, frame)
+    model = model_argument(list(args) + list(kwargs.values()))
+    if model is not None and not isinstance(func, (ModuleRef,)):
+        # `apply_fn({"params": params}, x)`, `module.apply(params, x)`: a forward of the params' model
+        return forward(it, model, node, frame)
     if isinstance(func, Tensor) and func.expr in (LP, REF):
         return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
     if isinstance(func, GradOf):
@@ -57,6 +61,23 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
     return Unknown()
+
+
+def model_argument(values: list[Value], depth: int = 0) -> Model | None:
+    """A network among call arguments (also inside dicts and tuples)."""
+    for value in values:
+        for option in alternatives(value):
+            if isinstance(option, Model):
+                return option
+            if depth < 2 and isinstance(option, Mapping):
+                found = model_argument([v for _, v in option.items], depth + 1)
+                if found is not None:
+                    return found
+            if depth < 2 and isinstance(option, Sequence):
+                found = model_argument(list(option.items), depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> Value:
@@ -145,6 +166,9 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         return it.detach_value(args[0]) if args else Unknown()
     if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
         return unknown_call(it, last, args, kwargs, node, frame)
+    model = model_argument(list(args))
+    if model is not None and last in ("dot", "matmul", "einsum", "tensordot", "linear", "embedding", "conv1d", "conv2d", "dense", "bmm", "mm", "inner"):
+        return it.as_tensor(model)
     return tensor_function(it, last, args, kwargs, node, frame)
 
 

@@ -80,6 +80,7 @@ class Interpreter:
         self.steps = 0
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, str]] = {}
+        self._nested_done: set[int] = set()
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
@@ -120,11 +121,13 @@ class Interpreter:
         self.entry.tree.visit(Finder())
         return targets
 
-    def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None) -> None:
+    def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
+                  no_grad: bool = False) -> None:
         name = node.name.value
         is_grad_target = name in self.grad_targets
         frame = Frame(self.entry, {}, function=name, class_ref=cls,
-                      no_grad=self._no_grad_decorated(node, self.entry))
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry), closure=closure,
+                      active=(id(node),))
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
         for position, param in enumerate(all_params):
@@ -262,8 +265,15 @@ class Interpreter:
         elif isinstance(node, cst.FunctionDef):
             frame.env[node.name.value] = FunctionRef(node.name.value, node, frame.module, class_name=None)
             self._closures[id(node)] = frame.env
-            if node.name.value in self.grad_targets or self._referenced_by_grad(node, frame):
-                pass
+            if frame.depth == 0 and frame.emit and frame.module is self.entry and id(node) not in self._nested_done:
+                # a nested function is an entry point too, seeing the enclosing values
+                self._nested_done.add(id(node))
+                saved = self.steps
+                try:
+                    self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad)
+                except Budget:
+                    pass
+                self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
         elif isinstance(node, cst.Match):
@@ -279,9 +289,6 @@ class Interpreter:
         if not hasattr(self, "_closure_map"):
             self._closure_map: dict[int, dict[str, Value]] = {}
         return self._closure_map
-
-    def _referenced_by_grad(self, node: cst.FunctionDef, frame: Frame) -> bool:
-        return False
 
     def eval_coherent(self, node: cst.BaseExpression, frame: Frame) -> Value:
         """Evaluate with each branch-dependent variable fixed to one alternative at a time, so
@@ -709,6 +716,10 @@ class Interpreter:
 
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Tensor):
+            if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
+                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+                if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
+                    return keyed
             return base
         if isinstance(base, Model):
             return base
@@ -840,6 +851,11 @@ class Interpreter:
                     continue
                 if not _numeric(a) or not _numeric(b):
                     options.append(Unknown())
+                    continue
+                if isinstance(a, Model) or isinstance(b, Model):
+                    # a layer of the network (x @ W, W + b): logits of the model's role
+                    model = a if isinstance(a, Model) else b
+                    options.append(self.as_tensor(model))
                     continue
                 ta, tb = self.as_tensor(a), self.as_tensor(b)
                 options.append(self.algebra.binary(op, ta, tb, self.anchor(node, frame)))

@@ -256,6 +256,7 @@ class Coefficient:
     weighted: bool = False
     sequence_ratio: bool = False
     sign: int = 1
+    level: str = "token"
 
 
 def _derivative(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
@@ -305,38 +306,68 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
     return False
 
 
+def _classify_in(coefficient: sp.Expr, variable: sp.Expr) -> tuple[str, int]:
+    """Kind and sign of a coefficient that is a function of the log-ratio `variable`."""
+    if is_constant(coefficient):
+        value = _evaluate(coefficient, _POINTS[0]) or 0.0
+        if abs(value) < 1e-12:
+            return "none", 1
+        return "constant", 1 if value > 0 else -1
+    scale = affine(coefficient, variable)
+    if scale is not None:
+        return "reverse", 1 if scale > 0 else -1
+    scale = affine(coefficient, 1 - sp.exp(-variable))
+    if scale is not None:
+        return "forward", 1 if scale > 0 else -1
+    return "other", 1
+
+
 def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
-    """Classify the gradient coefficient of the loss term `expr` (Tang & Munos 2025, table 1)."""
+    """Classify the gradient coefficient of the loss term `expr` (Tang & Munos 2025, table 1).
+
+    Per token, the coefficient is right iff it is `d + const` (`reverse`; one step right, the
+    future-token credit is KL201's concern). When it depends on the sequence log-ratio
+    `D = sum_t d_t` only (a sequence-level estimator), the same test runs in `D` and a
+    `D`-proportional coefficient is the exact (`sequence`) credit.
+    """
     seq_ratio = sequence_ratio(expr, table)
     grad = strip_clamps(_derivative(expr, table))
-    weighted = _ratio_forms(grad)
+    weighted = _ratio_forms(grad) or _sequence_weight(grad, table)
     on_policy = grad.subs({LPD: LP, OLD: LP})
-    if is_zero(table.expand_reductions(on_policy)) and not any(table.is_reduction(s) for s in on_policy.free_symbols):
-        return Coefficient("none", weighted, seq_ratio)
     reductions = [s for s in on_policy.free_symbols if table.is_reduction(s)]
     if not reductions:
-        if is_constant(on_policy):
-            value = _evaluate(on_policy, _POINTS[0]) or 0.0
-            if abs(value) < 1e-12:
-                return Coefficient("none", weighted, seq_ratio)
-            return Coefficient("constant", weighted, seq_ratio, 1 if value > 0 else -1)
-        scale = affine(on_policy, LOGRATIO)
-        if scale is not None:
-            return Coefficient("reverse", weighted, seq_ratio, 1 if scale > 0 else -1)
-        scale = affine(on_policy, 1 - sp.exp(-LOGRATIO))
-        if scale is not None:
-            return Coefficient("forward", weighted, seq_ratio, 1 if scale > 0 else -1)
-        return Coefficient("other", weighted, seq_ratio)
-    # Credit through reductions: right iff proportional to a (reverse) sum of log-ratios.
-    if len(reductions) == 1:
-        symbol = reductions[0]
+        kind, sign = _classify_in(on_policy, LOGRATIO)
+        return Coefficient(kind, weighted, seq_ratio, sign)
+    # Reductions: a sequence log-ratio D, on-policy weights (value 0 in the exponent) or other.
+    sequence = sp.Symbol("D_sequence", real=True)
+    mapping: dict[sp.Symbol, sp.Expr] = {}
+    for symbol in reductions:
         inner = on_policy_value(table.reductions[symbol].inner, table)
-        if proportional(inner, LOGRATIO) is not None:
-            factor = sp.simplify(on_policy / symbol)
-            if factor.is_number and factor != 0:
-                sign = 1 if float(factor) * (proportional(inner, LOGRATIO) or 1) > 0 else -1
-                return Coefficient("sequence", weighted, seq_ratio, sign)
-    return Coefficient("other", weighted, seq_ratio)
+        if is_zero(inner):
+            mapping[symbol] = sp.Integer(0)
+            continue
+        scale = proportional(inner, LOGRATIO)
+        if scale is None:
+            return Coefficient("other", weighted, seq_ratio, level="mixed")
+        mapping[symbol] = scale * sequence
+    reduced = on_policy.xreplace(mapping)
+    if reduced.free_symbols & ROLE_SYMBOLS:
+        return Coefficient("other", weighted, seq_ratio, level="mixed")
+    kind, sign = _classify_in(reduced.subs(sequence, LOGRATIO), LOGRATIO)
+    if kind == "reverse":
+        kind = "sequence"
+    return Coefficient(kind, weighted, seq_ratio, sign, level="sequence")
+
+
+def _sequence_weight(expr: sp.Expr, table: SymbolTable) -> bool:
+    """exp(sum_t (logp_t - old_t)): a sequence-level importance weight."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.exp):
+            for symbol in node.args[0].free_symbols:
+                reduction = table.reductions.get(symbol)
+                if reduction is not None and _ratio_forms(sp.exp(reduction.inner)):
+                    return True
+    return False
 
 
 def contains(expr: sp.Expr, predicate: Callable[[sp.Basic], bool]) -> bool:

@@ -44,6 +44,10 @@ class ExpressionTerm:
     setup: tuple[str, ...] = ()
     modules: tuple[tuple[str, Any], ...] = ()
     opaque: tuple[str, ...] = ()
+    keyed: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    def roles_used(self) -> set[str]:
+        return {role for _, role in self.bindings} | {role for _, keys in self.keyed for _, role in keys}
 
     def roles_used(self) -> set[str]:
         return {role for _, role in self.bindings}

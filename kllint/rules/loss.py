@@ -134,6 +134,8 @@ class PerTokenKLLoss:
         kind = item.coefficient.kind
         if not item.reduced or (kind not in ("reverse", "forward", "other") and not item.coefficient.sequence_ratio):
             return
+        if item.coefficient.level == "sequence":
+            return
         if item.term.estimator.name == "reference-ratio":
             return
         ctx.report("KL201", item.term.anchor,
