@@ -53,6 +53,13 @@ def test_active_clamp_is_confirmed_on_milder_policies():
                for n in out["notes"])
 
 
+def test_batch_dict_entries_get_roles_from_their_keys():
+    est = estimate('(logp - mb["ref_logp"]).pow(2) * mb["response_mask"]', roles=(("logp", "policy"),))
+    out = confirm_estimate(est, "KL201")
+    assert out["verdict"] == V.PARTIAL and out["agrees"] is True
+    assert "read by key: mb['ref_logp'] as reference, mb['response_mask'] as mask" in out["notes"]
+
+
 def test_jax_estimate():
     pytest.importorskip("jax")
     est = estimate("jnp.exp(ref_logp - logp) - (ref_logp - logp) - 1", framework="jax",

@@ -10,7 +10,7 @@ import sympy as sp
 
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
-    LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, classify_value,
+    LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value,
 )
 from kllint.analysis.values import Anchor, Tensor
 
@@ -68,6 +68,8 @@ class Algebra:
             return t.expr
         match = classify_value(t.expr, self.table)
         if match is None:
+            match = self._surrogate(t.expr)
+        if match is None:
             return t.expr
         key = (t.expr, t.anchor)
         symbol = self._wrapped.get(key)
@@ -77,6 +79,23 @@ class Algebra:
             per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
             self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token)
         return symbol
+
+    def _surrogate(self, expr: sp.Expr) -> EstimatorMatch | None:
+        """A score-function surrogate of the KL (`logp * stopgrad(reward-to-go of d)`): not a KL
+        value, but its gradient coefficient is the log-ratio (per token or credited)."""
+        if LP not in expr.free_symbols and not any(LP in self.table.role_symbols(r.inner) for r in self.table.reductions_in(expr)):
+            return None
+        coefficient = classify_coefficient(expr, self.table)
+        if coefficient.kind in ("reverse", "sequence"):
+            return EstimatorMatch("surrogate", 1.0)
+        return None
+
+    def analytic_kl(self, live: bool, anchor: Anchor) -> Tensor:
+        """A per-token analytic KL(pi || ref) over the vocabulary (kl_divergence, sum p log p/q)."""
+        symbol = self.table.fresh("K", real=True)
+        expr = sp.Function("AnalyticKL")(LP if live else LPD, REF)
+        self.kterms[symbol] = KLTerm(symbol, expr, EstimatorMatch("analytic", 1.0), anchor, (), (), per_token=True)
+        return Tensor(symbol)
 
     def named_kl(self, name: str, anchor: Anchor, per_token: bool) -> Tensor:
         """A tensor named as a KL estimate whose form is not visible (e.g. a parameter `kl`)."""

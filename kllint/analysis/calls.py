@@ -147,8 +147,11 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
     if qualname in fw.KL_DIV_MODULES:
         reduction = _arg(args, kwargs, 2, "reduction")
         log_target = _arg(args, kwargs, 3, "log_target")
-        return KLDivModule(_literal(reduction) if reduction is not None else "mean", reduction is not None,
-                           bool(_literal(log_target)))
+        module = KLDivModule(_literal(reduction) if reduction is not None else "mean", reduction is not None,
+                             bool(_literal(log_target)))
+        if module.reduction == "mean":
+            report_mean_reduction(it, node, frame, "nn.KLDivLoss", module.explicit)
+        return module
     if qualname in fw.OPTAX_KL:
         first = _arg(args, kwargs, 0, "log_predictions")
         if isinstance(first, Tensor) and first.space in ("prob", "logits"):
@@ -158,6 +161,11 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
                 "the value is not a KL and its gradient is wrong",
                 "pass `jax.nn.log_softmax(logits)` as `log_predictions`"))
         return it.algebra.opaque("kl")
+    if qualname.startswith("torch.distributions") and last in ("Categorical", "OneHotCategorical", "Bernoulli"):
+        logits = _arg(args, kwargs, 1, "logits") or _arg(args, kwargs, 0, "probs")
+        return logits.with_(vocab=True) if isinstance(logits, Tensor) else Unknown("distribution")
+    if qualname.startswith("torch.distributions") and last == "kl_divergence" and len(args) >= 2:
+        return analytic(it, args[0], args[1], node, frame)
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
         target = _arg(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
@@ -243,7 +251,13 @@ def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Va
 
 
 def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
+    """A KL estimate (not a PPO ratio clip) whose exp(log-ratio) is not clamped first."""
     if REF not in it.algebra.table.role_symbols(expr):
+        return False
+    from kllint.analysis.symbolic import classify_value
+
+    match = classify_value(expr, it.algebra.table) if it.algebra.table.is_pure(expr) else None
+    if match is not None and match.name == "reference-ratio":
         return False
     for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
         if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
@@ -276,6 +290,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         return algebra.detach(obj)
     if name in fw.CONSUME:
         return Unknown("metric")
+    if name in ("gather", "take_along_axis", "index_select", "take"):
+        return obj.with_(vocab=False)
     if name in fw.IDENTITY or name in ("scale",):
         return obj
     if name in fw.EXP:
@@ -319,6 +335,10 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
             dim = _literal(_arg(args, kwargs, 0, "dim", "axis"))
             if dim not in (-1, None):
                 return obj  # an average over the batch keeps the distribution
+        if obj.vocab and it.algebra.table.is_pure(obj.expr) and name == "sum":
+            summed = vocabulary_kl(it, obj, node, frame)
+            if summed is not None:
+                return summed
         return algebra.reduce(obj, "sum")
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg")
@@ -332,6 +352,26 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         return obj
     tensors = [obj] + [a for a in args if isinstance(a, Tensor)]
     return algebra.opaque_call(name, tensors)
+
+
+def analytic(it: "Interpreter", p: Value, q: Value, node: cst.Call, frame: "Frame") -> Value:
+    """`kl_divergence(P, Q)`: the per-token analytic KL(pi || ref) when P is the policy and Q the
+    reference (the forward direction, distillation from a fixed teacher, is not judged)."""
+    if isinstance(p, Tensor) and isinstance(q, Tensor):
+        p_roles, q_roles = it.algebra.table.role_symbols(p.expr), it.algebra.table.role_symbols(q.expr)
+        if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles:
+            return it.algebra.analytic_kl(LP in p_roles, it.anchor(node, frame))
+    return it.algebra.opaque("kl")
+
+
+def vocabulary_kl(it: "Interpreter", t: Tensor, node: cst.Call, frame: "Frame") -> Tensor | None:
+    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
+    from kllint.analysis.symbolic import LOGRATIO, on_policy_value, proportional
+
+    value = on_policy_value(t.expr, it.algebra.table)
+    if proportional(value, sp.exp(LP) * LOGRATIO) is None:
+        return None
+    return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
 
 
 def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
@@ -354,15 +394,19 @@ def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduct
             it.emit(frame, CallFact("KL501", anchor,
                                     f"`{api}` gets a log-probability target without log_target=True",
                                     "set `log_target=True` or pass `target.exp()`"))
-    if reduction == "mean":
-        how = "explicit" if explicit else "the default"
-        it.emit(frame, CallFact(
-            "KL502", anchor,
-            f"`{api}` with reduction='mean' ({how}) divides by batch x classes, not the batch: the KL "
-            "is scaled down by the vocabulary size",
-            "use `reduction=\"batchmean\"` (or sum over classes, then average over tokens)"))
+    if reduction == "mean" and api != "nn.KLDivLoss":
+        report_mean_reduction(it, node, frame, api, explicit)
     kind = "kldiv_elementwise" if reduction == "none" else None
     return Tensor(it.algebra.table.fresh("kldiv", positive=True), kind=kind)
+
+
+def report_mean_reduction(it: "Interpreter", node: cst.Call, frame: "Frame", api: str, explicit: bool) -> None:
+    how = "explicit" if explicit else "the default"
+    it.emit(frame, CallFact(
+        "KL502", it.anchor(node, frame),
+        f"`{api}` with reduction='mean' ({how}) divides by batch x classes, not the batch: the KL "
+        "is scaled down by the vocabulary size",
+        "use `reduction=\"batchmean\"` (or sum over classes, then average over tokens)"))
 
 
 def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,

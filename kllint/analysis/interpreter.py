@@ -615,12 +615,34 @@ class Interpreter:
             return self.resolve_import(module.imports[name])
         if name in module.constants:
             constant = module.constants[name]
+            if isinstance(constant, cst.Call) and self._library_constructor(constant, module):
+                return self.eval(constant, frame.child(module=module, env={}, emit=False))
             if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):
                 value = self.eval(constant, frame.child(module=module, env={}))
                 if isinstance(value, Mapping):
                     return replace(value, name=name)
                 return value
         return Unknown(name)
+
+    def _library_constructor(self, call: cst.Call, module: ModuleInfo) -> bool:
+        """`nn.KLDivLoss(...)`-like: a call of a tensor-library name (cheap and side-effect free)."""
+        name = dotted_name(call.func)
+        return name is not None and self.qualify(name, module).split(".")[0] in ("torch", "optax", "jax")
+
+    def instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
+        """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the class."""
+        for stmt in cls.node.body.body:
+            if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
+                continue
+            for line in stmt.body.body:
+                if not isinstance(line, cst.SimpleStatementLine):
+                    continue
+                for small in line.body:
+                    if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
+                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)
+                            and self._library_constructor(small.value, cls.module)):
+                        return self.eval(small.value, Frame(cls.module, {}, emit=False))
+        return None
 
     def resolve_import(self, qualname: str) -> Value:
         root = qualname.split(".")[0]
@@ -659,6 +681,9 @@ class Interpreter:
             method = self.find_method(base.cls, attr)
             if method is not None:
                 return method
+            assigned = self.instance_attribute(base.cls, attr)
+            if assigned is not None and not isinstance(assigned, Unknown):
+                return assigned
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)

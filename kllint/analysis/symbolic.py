@@ -295,14 +295,23 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
             if reduction is not None and node not in seen:
                 seen.add(node)
                 pending.append(reduction.inner)
+    def is_sequence_weight(node: sp.Basic) -> bool:
+        if not isinstance(node, sp.exp):
+            return False
+        for symbol in node.args[0].free_symbols:
+            reduction = table.reductions.get(symbol)
+            if reduction is not None and reduction.kind == "sum":
+                inner_roles = table.role_symbols(reduction.inner)
+                if LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles:
+                    return True
+        return False
+
     for node in nodes:
-        if isinstance(node, sp.exp):
-            for symbol in node.args[0].free_symbols:
-                reduction = table.reductions.get(symbol)
-                if reduction is not None and reduction.kind == "sum":
-                    inner_roles = table.role_symbols(reduction.inner)
-                    if LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles:
-                        return True
+        if isinstance(node, sp.Mul) and any(is_sequence_weight(f) for f in node.args):
+            # the weight must multiply per-token terms (not a sequence-level estimate)
+            others = [f for f in node.args if not is_sequence_weight(f)]
+            if any(f.free_symbols & ROLE_SYMBOLS and REF in table.role_symbols(f) for f in others):
+                return True
     return False
 
 
@@ -334,6 +343,11 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
     grad = strip_clamps(_derivative(expr, table))
     weighted = _ratio_forms(grad) or _sequence_weight(grad, table)
     on_policy = grad.subs({LPD: LP, OLD: LP})
+    unit_weights = {node: sp.Integer(1) for node in sp.preorder_traversal(on_policy)
+                    if isinstance(node, sp.exp) and any(table.is_reduction(s) for s in node.args[0].free_symbols)
+                    and is_zero(on_policy_value(node.args[0], table))}
+    if unit_weights:
+        on_policy = on_policy.xreplace(unit_weights)
     reductions = [s for s in on_policy.free_symbols if table.is_reduction(s)]
     if not reductions:
         kind, sign = _classify_in(on_policy, LOGRATIO)
@@ -363,10 +377,9 @@ def _sequence_weight(expr: sp.Expr, table: SymbolTable) -> bool:
     """exp(sum_t (logp_t - old_t)): a sequence-level importance weight."""
     for node in sp.preorder_traversal(expr):
         if isinstance(node, sp.exp):
-            for symbol in node.args[0].free_symbols:
-                reduction = table.reductions.get(symbol)
-                if reduction is not None and _ratio_forms(sp.exp(reduction.inner)):
-                    return True
+            argument = table.expand_reductions(node.args[0])
+            if argument != node.args[0] and _ratio_forms(sp.exp(argument)):
+                return True
     return False
 
 

@@ -143,6 +143,9 @@ def check_expression(expression: str, *, names: Mapping[str, str] | None = None,
     notes = []
     if term.opaque:
         notes.append(f"bound to ones: {', '.join(term.opaque)}")
+    if term.keyed:
+        notes.append("read by key: " + ", ".join(f"{name}[{key!r}] as {role}" for name, keys in term.keyed
+                                                  for key, role in keys))
     try:
         prob = _problem(problem, vocab, horizon, seed)
     except ValueError as exc:

@@ -58,4 +58,5 @@ def to_json(results: Sequence[GradcheckResult], stubbed: Sequence[str] = ()) -> 
 
 
 def render_json(results: Sequence[GradcheckResult], stubbed: Sequence[str] = ()) -> str:
+    """`to_json` as indented text with a final newline (what `--output-format json` prints)."""
     return json.dumps(to_json(results, stubbed), indent=2) + "\n"

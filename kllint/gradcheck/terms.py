@@ -35,6 +35,8 @@ class ExpressionTerm:
     Attributes:
         expression: the expression text, e.g. ``torch.exp(ref - logp) - (ref - logp) - 1``.
         bindings: free name -> role (`exact.ROLES`); names bound to `ones` are listed in `opaque`.
+        keyed: names only read with string keys (`batch["ref_logp"]`), bound to a dict of
+            key -> role (`key_role`).
         setup: statements executed first, in order (they may define intermediate names).
         modules: extra module aliases (name -> module object), on top of the backend's.
     """
@@ -47,10 +49,8 @@ class ExpressionTerm:
     keyed: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     def roles_used(self) -> set[str]:
+        """Roles the term reads (decides the default sampling: `old` -> off-policy)."""
         return {role for _, role in self.bindings} | {role for _, keys in self.keyed for _, role in keys}
-
-    def roles_used(self) -> set[str]:
-        return {role for _, role in self.bindings}
 
     def make(self, namespace: Mapping[str, Any]) -> Term:
         """The term callable, with `namespace` (the backend's module names) available."""
@@ -61,11 +61,12 @@ class ExpressionTerm:
             raise GradcheckError(f"the code does not parse: {exc.msg}") from exc
         base = dict(namespace)
         base.update(self.modules)
-        bindings = self.bindings
+        bindings, keyed = self.bindings, self.keyed
 
         def term(roles: Mapping[str, Any]) -> Any:
             ns = dict(base)
             ns.update({name: roles[role] for name, role in bindings})
+            ns.update({name: {key: roles[role] for key, role in keys} for name, keys in keyed})
             for statement in setup:
                 exec(statement, ns)  # noqa: S102 - the user's own code, see `gradcheck --help`
             return eval(code, ns)  # noqa: S307
@@ -128,13 +129,16 @@ def expression_term(expression: str, names: Mapping[str, str] | None = None, set
             raise GradcheckError(f"unknown role {role!r} for {name!r} (choose from {', '.join(ROLES)})")
     modules = dict(modules or {})
     skip = set(modules) | set(module_names)
-    bindings, opaque = [], []
+    bindings, opaque, keyed = [], [], []
     callees = called_names(expression, setup)
+    keys = string_keys(expression, setup)
     for name in free_names(expression, setup):
         if name in skip:
             continue
         if name in names:
             bindings.append((name, names[name]))
+        elif name in keys:
+            keyed.append((name, tuple((key, key_role(key)) for key in keys[name])))
         elif name in callees:
             raise GradcheckError(f"the code calls {name!r}, which the checker cannot bind "
                                  "(only tensors, numbers and torch/jax/numpy modules are available)")
@@ -142,7 +146,41 @@ def expression_term(expression: str, names: Mapping[str, str] | None = None, set
             bindings.append((name, "ones"))
             opaque.append(name)
     return ExpressionTerm(expression=expression.strip(), bindings=tuple(bindings), setup=tuple(setup),
-                          modules=tuple(modules.items()), opaque=tuple(opaque))
+                          modules=tuple(modules.items()), opaque=tuple(opaque), keyed=tuple(keyed))
+
+
+def string_keys(expression: str, setup: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Names that are only read with constant string keys (`batch["ref_logp"]`) -> their keys."""
+    keys: dict[str, list[str]] = {}
+    other: set[str] = set()
+    for tree in _parse(expression, setup):
+        keyed_nodes = set()
+        subscripts = sorted((node for node in ast.walk(tree) if isinstance(node, ast.Subscript)),
+                            key=lambda n: (n.lineno, n.col_offset))
+        for node in subscripts:  # in source order
+            if (isinstance(node.value, ast.Name)
+                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+                keyed_nodes.add(id(node.value))
+                found = keys.setdefault(node.value.id, [])
+                if node.slice.value not in found:
+                    found.append(node.slice.value)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and id(node) not in keyed_nodes:
+                other.add(node.id)
+    return {name: found for name, found in keys.items() if name not in other}
+
+
+def key_role(key: str) -> str:
+    """Role of a batch-dict entry from its key: `mask`; `old`/`behav`/`rollout`/`sampler` -> old;
+    `ref`/`base`/`init` -> reference; other log-probs (`logprobs`) -> old (a batch holds
+    rollout-time values); anything else -> ones."""
+    lowered = key.lower()
+    for role, hints in _ROLE_HINTS:
+        if any(h in lowered for h in hints):
+            return role
+    if any(h in lowered for h in ("logp", "logprob", "log_prob")):
+        return "old"
+    return "ones"
 
 
 _ROLE_HINTS = (
@@ -215,9 +253,11 @@ class FunctionTerm:
     kwargs: tuple[tuple[str, Any], ...] = ()
 
     def roles_used(self) -> set[str]:
+        """Roles bound to the function's arguments."""
         return {role for _, role in self.arguments}
 
     def make(self, namespace: Mapping[str, Any]) -> Term:
+        """The term callable (`namespace` is unused: the function has its own globals)."""
         function, arguments, kwargs = self.function, self.arguments, dict(self.kwargs)
 
         def term(roles: Mapping[str, Any]) -> Any:

@@ -114,6 +114,7 @@ class GradcheckResult:
 
     @property
     def correct(self) -> bool:
+        """The verdict is `correct` (exit code 0)."""
         return self.verdict == CORRECT
 
     @property

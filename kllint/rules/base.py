@@ -20,6 +20,8 @@ ESTIMATOR_WORDS = {
     "k3-inverted": "inverted k3 (exp(logp - ref) - 1 - (logp - ref))",
     "abs": "abs(logp - ref)",
     "reference-ratio": "the ratio pi/pi_ref",
+    "analytic": "the analytic KL(pi || ref) over the vocabulary",
+    "surrogate": "the score-function KL surrogate logp * stopgrad(log-ratio)",
 }
 
 

@@ -48,7 +48,10 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
         rest_roles = algebra.table.role_symbols(rest)
         for other in algebra.kl_symbols(rest):
             rest_roles |= algebra.table.role_symbols(algebra.kterms[other].expr)
-        coefficient = classify_coefficient(term.expr, algebra.table)
+        if term.estimator.name == "analytic":
+            coefficient = Coefficient("reverse" if algebra.live(term.expr) else "none")
+        else:
+            coefficient = classify_coefficient(term.expr, algebra.table)
         reduced = any(p.reduced != "none" for p in places) or any(
             r.kind == "sum" for r in algebra.table.reductions_in(term.expr))
         terms.append(LossTerm(
@@ -134,7 +137,7 @@ class PerTokenKLLoss:
         kind = item.coefficient.kind
         if not item.reduced or (kind not in ("reverse", "forward", "other") and not item.coefficient.sequence_ratio):
             return
-        if item.coefficient.level == "sequence":
+        if item.coefficient.level != "token":
             return
         if item.term.estimator.name == "reference-ratio":
             return

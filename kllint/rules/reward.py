@@ -22,7 +22,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
     algebra = ctx.algebra
     term = algebra.kterms[symbol]
     name = term.estimator.name if term.estimator else None
-    if name == "reference-ratio":
+    if name in ("reference-ratio", "surrogate"):
         return
     trace = term_steps(term, "KL estimate") + (fact.sink.step(f"enters `{fact.target}` here"),)
     if LP in algebra.table.role_symbols(term.expr):
