@@ -52,10 +52,16 @@ def cli() -> None:
               help="Record the current findings in this baseline file and exit 0.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code and per file to stderr.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Analyse with N worker processes when there are more than 8 files (default: the number of CPUs).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
-          baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool) -> None:
+          baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
+          jobs: int | None, no_cache: bool, cache_dir: str | None) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -68,13 +74,29 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         select=select or None, extend_select=extend_select, ignore=ignore, config=config,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
-        write_baseline=write_baseline,
+        write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
     )
     try:
         code = run_check(options)
     except UsageError as exc:
         _fail(str(exc))
     sys.exit(code)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="The cache folder to remove (default: .kllint_cache in the project root).")
+def clean(paths: tuple[str, ...], cache_dir: str | None) -> None:
+    """Remove the result cache (.kllint_cache in the project root of PATHS, default: the current folder)."""
+    from kllint.session import UsageError, run_clean
+
+    try:
+        lines = run_clean(paths or (".",), cache_dir)
+    except UsageError as exc:
+        _fail(str(exc))
+    for line in lines:
+        _stderr().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command()

@@ -1,11 +1,13 @@
 """The per-file pipeline: read -> decode -> parse -> analyse -> filter (select, suppressions).
 
 Every failure on one file becomes a KL900 diagnostic or an internal-error note for that file;
-the run always goes on with the other files.
+the run always goes on with the other files. The process pool is in `kllint.parallel`, the
+result cache in `kllint.cache`.
 """
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -20,6 +22,7 @@ from kllint.suppression import Suppressions
 
 if TYPE_CHECKING:
     from kllint.analysis.index import ProjectIndex
+    from kllint.cache import ResultCache
     from kllint.discovery import SettingsSource
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -57,14 +60,40 @@ def _per_file_ignored(display: str, settings: Settings, path: Path | None = None
 def filter_found(found: list[Diagnostic], text: str, display: str, settings: Settings,
                  path: Path | None = None) -> list[Diagnostic]:
     """Keep the findings of selected codes that no per-file-ignore or inline suppression hides."""
+    if not found:
+        return []
     active = settings.active_codes - _per_file_ignored(display, settings, path)
     suppressions = Suppressions.parse(text, blanket_noqa=settings.blanket_noqa)
     return [d for d in found if d.code in active and not suppressions.hides(d)]
 
 
-def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
-               ) -> tuple[list[Diagnostic], list[str]]:
-    """Analyse one file; never raises for bad input. `index` is shared by the files of a run."""
+@dataclass
+class Outcome:
+    """The result of one file.
+
+    `found` is what the analysis gave before selection and suppressions (what the cache keeps),
+    `diagnostics` what is reported; `filtered` says whether `found` goes through `filter_found`
+    (false for KL900 notes about unreadable or unparsable files, which are always reported).
+    `digest` is the sha256 of the bytes checked (None when unreadable) and `deps` the project
+    module files the analysis looked at, each with its sha256 (None: it must not exist); both
+    only when the run keeps a cache (`track=True`).
+    """
+
+    found: list[Diagnostic]
+    diagnostics: list[Diagnostic]
+    errors: list[str] = field(default_factory=list)
+    filtered: bool = False
+    digest: str | None = None
+    deps: dict[str, str | None] | None = None
+
+
+def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
+    return Outcome(found, list(found), digest=digest)
+
+
+def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
+                 track: bool = False) -> Outcome:
+    """Read, analyse and filter one file; never raises for bad input."""
     from kllint.analysis.checker import check_source
     from kllint.prefilter import might_matter, syntax_error
 
@@ -72,55 +101,107 @@ def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None
     try:
         raw = item.path.read_bytes()
     except OSError as exc:
-        return [syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")], []
+        return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
+    digest = hashlib.sha256(raw).hexdigest() if track else None
     if len(raw) > MAX_FILE_BYTES:
-        return [syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; not checked")], []
+        return _final([syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
+                                                  "not checked")], digest)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return [syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")], []
+        return _final([syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")],
+                      digest)
     if not might_matter(text):
         error = syntax_error(text)
         if error is None:
-            return [], []
-        return [syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1)], []
+            return _final([], digest)
+        return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
+                                         error.offset or 1)], digest)
+    tracking = track and index is not None and hasattr(index, "begin_tracking")
+    if tracking:
+        index.begin_tracking()
     try:
         found = check_source(text, display, item.path, settings, index=index)
     except SyntaxError as exc:
-        return [syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)], []
+        return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
+                      digest)
     except cst.ParserSyntaxError as exc:
         reason = exc.message.splitlines()[0] if exc.message else "syntax error"
-        return [syntax_diagnostic(display, f"cannot parse: {reason}", exc.raw_line or 1,
-                                  (exc.raw_column or 0) + 1)], []
+        return _final([syntax_diagnostic(display, f"cannot parse: {reason}", exc.raw_line or 1,
+                                         (exc.raw_column or 0) + 1)], digest)
     except RecursionError:
-        return [syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], []
+        return _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-        return [], [f"{display}: internal error: {type(exc).__name__}: {exc}"]
-    return filter_found(found, text, display, settings, item.path), []
+        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"])
+    deps = None
+    if tracking:
+        from kllint.cache import dependency_digests
+
+        deps = dependency_digests(index.tracked_paths())
+    return Outcome(found, filter_found(found, text, display, settings, item.path), filtered=True,
+                   digest=digest, deps=deps)
+
+
+def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
+               ) -> tuple[list[Diagnostic], list[str]]:
+    """Analyse one file; never raises for bad input. `index` is shared by the files of a run."""
+    outcome = analyse_file(item, settings, index)
+    return outcome.diagnostics, outcome.errors
 
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
-        progress: Callable[[Discovered], None] | None = None) -> RunResult:
+        progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
+        cache: "ResultCache | None" = None) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
-    the closest configuration); `progress` is called after each file.
+    the closest configuration); `progress` is called after each file. With `jobs` > 1 and more
+    than `kllint.parallel.THRESHOLD` files to analyse, the files are analysed by a pool of worker
+    processes (the output is the same as with one job). `cache` (a `kllint.cache.ResultCache`)
+    supplies the results of unchanged files and keeps the new ones.
 
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     from kllint.analysis.index import ProjectIndex
 
+    per_file = [settings.for_path(item.path) for item in files]
+    outcomes: list[Outcome | None] = [None] * len(files)
+
+    def done(position: int, outcome: Outcome) -> None:
+        outcomes[position] = outcome
+        if cache is not None and not outcome.errors:
+            cache.store(files[position], per_file[position], outcome)
+        if progress is not None:
+            progress(files[position])
+
+    pending: list[int] = []
+    for position, item in enumerate(files):
+        hit = cache.lookup(item, per_file[position]) if cache is not None else None
+        if hit is None:
+            pending.append(position)
+        else:
+            outcomes[position] = hit
+            if progress is not None:
+                progress(item)
+    track = cache is not None
+    from kllint import parallel
+
+    if jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable():
+        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+    else:
+        index = ProjectIndex()
+        for position in pending:
+            done(position, analyse_file(files[position], per_file[position], index, track))
+
     result = RunResult()
     seen: set[tuple] = set()
-    index = ProjectIndex()
-    for item in files:
-        diagnostics, errors = check_file(item, settings.for_path(item.path), index)
-        if progress is not None:
-            progress(item)
+    for item, outcome in zip(files, outcomes):
+        if outcome is None:  # cannot happen; never lose the run over it
+            outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
-        result.internal_errors.extend(errors)
-        for diagnostic in diagnostics:
+        result.internal_errors.extend(outcome.errors)
+        for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.span, diagnostic.code)
             if key not in seen:
                 seen.add(key)

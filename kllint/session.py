@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from rich.console import Console
 
@@ -19,6 +19,9 @@ from kllint.config import OUTPUT_FORMATS, CliOverrides, ConfigError, SettingsRes
 from kllint.diagnostics import Diagnostic
 from kllint.discovery import Discovered, MissingPathError, discover
 from kllint.engine import RunResult, run
+
+if TYPE_CHECKING:
+    from kllint.cache import ResultCache
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 MACHINE_FORMATS = ("json", "sarif", "github")
@@ -52,6 +55,9 @@ class CheckOptions:
     baseline: str | None = None
     write_baseline: str | None = None
     progress: bool | None = None
+    jobs: int | None = None
+    no_cache: bool = False
+    cache_dir: str | None = None
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -125,6 +131,10 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--add-noqa cannot be combined with --fix or --diff")
     if options.write_baseline and options.diff:
         raise UsageError("--write-baseline cannot be combined with --diff")
+    if options.jobs is not None and options.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {options.jobs}")
+    if options.no_cache and options.cache_dir:
+        raise UsageError("--no-cache and --cache-dir cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
     return [parse_report(value) for value in options.reports]
@@ -137,15 +147,31 @@ def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discove
         raise UsageError(str(exc)) from None
 
 
-def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console) -> RunResult:
+def default_jobs() -> int:
+    """The default of `--jobs`: the number of CPUs."""
+    return max(os.cpu_count() or 1, 1)
+
+
+def open_cache(options: CheckOptions) -> "ResultCache | None":
+    """The result cache of this run (None with --no-cache, or when it cannot be created)."""
+    if options.no_cache:
+        return None
+    from kllint.cache import ResultCache, default_directory
+
+    directory = Path(options.cache_dir) if options.cache_dir else default_directory(options.paths)
+    return ResultCache.open(directory)
+
+
+def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
+             jobs: int = 1, cache: "ResultCache | None" = None) -> RunResult:
     if not show_progress:
-        return run(files, resolver)
+        return run(files, resolver, jobs=jobs, cache=cache)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task("check", total=len(files))
-        return run(files, resolver, progress=lambda _item: bar.advance(task))
+        return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache)
 
 
 def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) -> None:
@@ -259,8 +285,9 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
+    jobs = options.jobs if options.jobs is not None else default_jobs()
     try:
-        result = _analyse(files, resolver, bool(show_progress), err)
+        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=open_cache(options))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     for note in result.internal_errors:
@@ -338,3 +365,21 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     if result.internal_errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
+
+
+def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:
+    """`kllint clean`: remove the result cache of `paths` (or `cache_dir`); returns what to say.
+
+    Raises:
+        UsageError: the folder is not a kllint cache, or cannot be removed.
+    """
+    from kllint.cache import clean, default_directory
+
+    directory = Path(cache_dir) if cache_dir else default_directory(paths or (".",))
+    try:
+        existed, count = clean(directory)
+    except OSError as exc:
+        raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None
+    if not existed:
+        return [f"No cache to remove at {directory}."]
+    return [f"Removed {directory} ({_plural(count, 'file')})."]

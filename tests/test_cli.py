@@ -146,9 +146,9 @@ def test_large_run_shows_progress_on_terminal_and_summary(tmp_path, monkeypatch,
 
     real_analyse = session._analyse
 
-    def spy(files, resolver, show_progress, console):
+    def spy(files, resolver, show_progress, console, **options):
         calls.append(show_progress)
-        return real_analyse(files, resolver, show_progress, console)
+        return real_analyse(files, resolver, show_progress, console, **options)
 
     monkeypatch.setattr(session, "_analyse", spy)
     code = run_check(CheckOptions(paths=("big",), output_format="concise"), stdout=stdout, err=err,

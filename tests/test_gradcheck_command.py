@@ -129,13 +129,27 @@ def _run_python(code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
 
 
-def test_missing_framework_is_one_line_and_exit_2():
-    code = ("import sys; sys.modules['torch'] = None\n"
+@pytest.mark.parametrize("framework, expr", [("torch", "torch.exp(ref - logp)"), ("jax", "jnp.exp(ref - logp)")])
+def test_missing_framework_is_one_line_and_exit_2(framework, expr):
+    code = (f"import sys; sys.modules[{framework!r}] = None\n"
             "from kllint.gradcheck.command import gradcheck; gradcheck()")
-    proc = _run_python(code, "--expr", "torch.exp(ref - logp)")
+    proc = _run_python(code, "--expr", expr)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'kllint[torch]'" in lines[0]
+    assert len(lines) == 1 and f"pip install 'kllint[{framework}]'" in lines[0]
+
+
+def test_confirm_without_framework_is_not_evaluated():
+    code = textwrap.dedent("""
+        import sys; sys.modules['torch'] = None
+        from kllint.diagnostics import Estimate
+        from kllint.gradcheck.confirm import confirm_estimate
+        out = confirm_estimate(Estimate('logp - ref', (('logp', 'policy'), ('ref', 'reference')), 'loss', 'per-token'), 'KL101')
+        print(out['verdict'], out['agrees'], out['summary'])
+        """)
+    proc = _run_python(code)
+    assert proc.stdout.startswith("not-evaluated None MissingFrameworkError:"), proc.stdout + proc.stderr
+    assert "pip install 'kllint[torch]'" in proc.stdout
 
 
 def test_importing_kllint_does_not_import_frameworks():

@@ -45,10 +45,10 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
             return Unknown(func.name)
     if isinstance(func, Model):
         return forward(it, func, node, frame)
-    model = model_argument(list(args) + list(kwargs.values()))
-    if model is not None and not isinstance(func, (ModuleRef,)):
-        # `apply_fn({"params": params}, x)`, `module.apply(params, x)`: a forward of the params' model
-        return forward(it, model, node, frame)
+    model = flax_parameters(args)
+    if model is not None and not isinstance(func, ModuleRef):
+        # `apply_fn({"params": params}, x)`: a forward of the parameters' model
+        return Tensor(ROLE_SYMBOL.get(model.role, LP), space="logits")
     if isinstance(func, Tensor) and func.expr in (LP, REF):
         return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
     if isinstance(func, GradOf):
@@ -61,6 +61,14 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
     return Unknown()
+
+
+def flax_parameters(args: list[Value]) -> Model | None:
+    """`{"params": params}` as the first argument: Flax's variables of a network."""
+    if args and isinstance(args[0], Mapping):
+        found = model_argument([v for _, v in args[0].items])
+        return found
+    return None
 
 
 def model_argument(values: list[Value], depth: int = 0) -> Model | None:

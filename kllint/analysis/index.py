@@ -193,6 +193,7 @@ class ProjectIndex:
     def __init__(self) -> None:
         self._by_path: dict[Path, ModuleInfo | None] = {}
         self._next_id = 1
+        self._tracked: dict[Path, bool] | None = None
 
     def module_for_file(self, text: str, path: Path, display: str) -> ModuleInfo:
         """The entry module (always re-built from `text`). Raises ParseFailure."""
@@ -220,9 +221,20 @@ class ProjectIndex:
         for root in getattr(self, "_roots", []):
             base = root.joinpath(*dotted.split("."))
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if candidate.is_file():
+                exists = candidate.is_file()
+                if self._tracked is not None:
+                    self._tracked[candidate] = exists
+                if exists:
                     return self._load_path(candidate, dotted)
         return None
+
+    def begin_tracking(self) -> None:
+        """Start recording the module files `load` looks at (for the result cache, kllint.cache)."""
+        self._tracked = {}
+
+    def tracked_paths(self) -> dict[Path, bool]:
+        """Every candidate file `load` probed since `begin_tracking()`, found or not (cache hits too)."""
+        return dict(self._tracked or {})
 
     def _load_path(self, path: Path, dotted: str) -> ModuleInfo | None:
         path = path.resolve()

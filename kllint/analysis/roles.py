@@ -86,7 +86,11 @@ def is_sequence_name(name: str) -> bool:
     return any(t in ("seq", "sequence", "total", "sum", "summed", "mean") for t in tokens(name))
 
 
-REWARD_SINK_TOKENS = frozenset({"reward", "rewards", "score", "scores", "rew", "rews"})
+# "scores" (reward-model scores) yes; a singular "score" is too generic (verl's `forward_score`)
+REWARD_SINK_TOKENS = frozenset({"reward", "rewards", "rew", "rews", "scores"})
+# preference optimisation (DPO, KTO, BCO): "rewards" there are implicit rewards of a pairwise loss,
+# never score-function coefficients
+PREFERENCE_TOKENS = frozenset({"chosen", "rejected", "margin", "margins", "implicit", "preferred", "dispreferred", "winner", "loser"})
 RETURN_SINK_TOKENS = frozenset({"return", "returns", "advantage", "advantages", "adv", "advs", "ret", "rets", "gae"})
 
 
@@ -94,6 +98,8 @@ def sink_kind(name: str) -> str | None:
     """`returns` for return/advantage names (coefficients of the score function), `rewards` for
     reward names (later turned into returns), else None."""
     toks = tokens(name)
+    if any(t in PREFERENCE_TOKENS for t in toks):
+        return None
     if any(t in RETURN_SINK_TOKENS for t in toks):
         return "returns"
     if any(t in REWARD_SINK_TOKENS for t in toks):

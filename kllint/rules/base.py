@@ -106,39 +106,43 @@ class Place:
     sign: int
     reduced: str
     coefficient_of_live: bool
+    linear: bool = True
 
 
 def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[sp.Symbol, list[Place]] = {}
 
-    def walk(node: sp.Expr, sign: int, reduced: str, live: bool, depth: int) -> None:
+    def walk(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int) -> None:
         if depth > 60:
             return
         if node in algebra.kterms:
-            found.setdefault(node, []).append(Place(sign, reduced, live))
+            found.setdefault(node, []).append(Place(sign, reduced, live, linear))
             return
         reduction = algebra.table.reductions.get(node)
         if reduction is not None:
             kind = "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum"
-            walk(reduction.inner, sign, kind, live, depth + 1)
+            walk(reduction.inner, sign, kind, live, linear, depth + 1)
             return
         if isinstance(node, sp.Add):
             for arg in node.args:
-                walk(arg, sign, reduced, live, depth + 1)
+                walk(arg, sign, reduced, live, linear, depth + 1)
         elif isinstance(node, sp.Mul):
             for index, arg in enumerate(node.args):
                 others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
-                walk(arg, sign * sign_of(others), reduced, live or algebra.live(others), depth + 1)
+                kl_factor = bool(algebra.kl_symbols(others))
+                walk(arg, sign * sign_of(others), reduced, live or algebra.live(others),
+                     linear and not kl_factor, depth + 1)
         elif isinstance(node, sp.Pow):
             base, exponent = node.args
-            walk(base, sign if exponent == 1 else 0, reduced, live, depth + 1)
-            walk(exponent, 0, reduced, live, depth + 1)
+            # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
+            walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1, depth + 1)
+            walk(exponent, 0, reduced, live, False, depth + 1)
         else:
             for arg in node.args:
-                walk(arg, 0, reduced, live, depth + 1)
+                walk(arg, 0, reduced, live, False, depth + 1)
 
-    walk(expr, 1, "none", False, 0)
+    walk(expr, 1, "none", False, True, 0)
     return found
 
 

@@ -41,8 +41,12 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
     terms = []
     for symbol, all_places in found.items():
         term = algebra.kterms[symbol]
-        places = [p for p in all_places if not p.coefficient_of_live]
-        if term.estimator is None or not places:
+        # a KL term inside a nonlinear function (DPO's logsigmoid of log-ratios) is not a penalty
+        if term.estimator is None:
+            continue
+        places = [p for p in all_places if not p.coefficient_of_live and
+                  (p.linear or term.estimator.name == "reference-ratio")]
+        if not places:
             continue
         rest = algebra.table.expand_reductions(expr.subs(symbol, 0)) if expr.has(symbol) else expr
         rest_roles = algebra.table.role_symbols(rest)
@@ -208,7 +212,7 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
 
     algebra = ctx.algebra
     for symbol, places in occurrences(algebra.wrap(fact.loss), algebra).items():
-        as_reward = [p for p in places if p.coefficient_of_live]
+        as_reward = [p for p in places if p.coefficient_of_live and p.linear]
         if not as_reward:
             continue
         term = algebra.kterms[symbol]

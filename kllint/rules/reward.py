@@ -14,7 +14,9 @@ def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
     algebra = ctx.algebra
     expr = algebra.wrap(fact.value)
     for symbol, places in occurrences(expr, algebra).items():
-        judge_reward_term(symbol, places, fact, ctx)
+        linear = [p for p in places if p.linear]
+        if linear:
+            judge_reward_term(symbol, linear, fact, ctx)
 
 
 def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> None:

@@ -1,0 +1,316 @@
+"""The result cache: `.kllint_cache/` in the project root, one entry per checked file.
+
+An entry holds what the analysis of one file gave before selection and suppressions (these are
+re-applied on every run, so `--select` and `# noqa` edits never need a fresh analysis). It is
+used only when all of these are unchanged:
+
+- the file's bytes (sha256), its path and displayed path, and its package (the folders with
+  `__init__.py` above it decide its module name and its relative imports);
+- the settings that apply to it (`settings_digest`; the entry's file name is derived from it,
+  so runs with different settings keep separate entries);
+- kllint itself (`implementation_digest`: the version and the sha256 of kllint's own source);
+- every project module the analysis looked at: the module files it loaded (sha256) and the
+  candidate files it probed and did not find (they must still be absent), as recorded by
+  `ProjectIndex.begin_tracking()` / `tracked_paths()`. Editing a helper module that the file
+  imports therefore re-analyses the file.
+
+The cache never breaks a run: an unreadable, corrupt or foreign entry is a miss; a cache folder
+that cannot be created or written is skipped. Entries are written atomically (a temporary file
+in the same folder, then `os.replace`), so concurrent runs never see half an entry.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from kllint.config import Settings
+from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
+from kllint.discovery import Discovered
+
+CACHE_DIR_NAME = ".kllint_cache"
+CACHEDIR_TAG = "CACHEDIR.TAG"
+TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+TAG_TEXT = (f"{TAG_SIGNATURE}\n"
+            "# This file is a cache directory tag created by kllint.\n"
+            "# For information about cache directory tags see https://bford.info/cachedir/\n")
+FORMAT = "v1"
+PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+
+def project_root(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
+    """The closest folder at or above the checked paths with a pyproject.toml or .git, else `cwd`."""
+    cwd = (cwd or Path.cwd()).resolve()
+    resolved = [(cwd / p).resolve() for p in paths] or [cwd]
+    try:
+        common = Path(os.path.commonpath([str(p) for p in resolved]))
+    except ValueError:  # different drives
+        return cwd
+    start = common if common.is_dir() else common.parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return cwd
+
+
+def default_directory(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
+    """`.kllint_cache` in the project root of `paths`."""
+    return project_root(paths, cwd) / CACHE_DIR_NAME
+
+
+# -- digests ---------------------------------------------------------------------------------
+
+_FILE_DIGESTS: dict[Path, tuple[tuple[int, int, int], str | None]] = {}
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None when it is not a readable file); memoised by stat."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+    known = _FILE_DIGESTS.get(path)
+    if known is not None and known[0] == signature:
+        return known[1]
+    try:
+        digest: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        digest = None
+    _FILE_DIGESTS[path] = (signature, digest)
+    return digest
+
+
+def dependency_digests(tracked: dict[Path, bool]) -> dict[str, str | None]:
+    """The recorded dependencies of one analysis: loaded module -> sha256, absent candidate -> None."""
+    deps: dict[str, str | None] = {}
+    for path, exists in tracked.items():
+        deps[str(path)] = file_digest(path) if exists else None
+    return deps
+
+
+def _dependencies_unchanged(deps: dict[str, str | None]) -> bool:
+    for name, digest in deps.items():
+        path = Path(name)
+        if digest is None:
+            if path.is_file():
+                return False
+        elif file_digest(path) != digest:
+            return False
+    return True
+
+
+_IMPLEMENTATION: str | None = None
+
+
+def implementation_digest() -> str:
+    """kllint's version and the sha256 of its own Python sources, plus the analysis entry points.
+
+    The sources count because an editable install keeps its version while its code changes; the
+    entry points count because tests replace the analysis by a fake one in process.
+    """
+    global _IMPLEMENTATION
+    import kllint
+    from kllint import prefilter
+    from kllint.analysis import checker
+
+    hasher = hashlib.sha256(f"{kllint.__version__}\0{FORMAT}\0".encode())
+    package = Path(kllint.__file__).resolve().parent
+    if _IMPLEMENTATION is None:
+        sources = hashlib.sha256()
+        for path in sorted(package.rglob("*.py")):
+            try:
+                sources.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+            except OSError:
+                continue
+        _IMPLEMENTATION = sources.hexdigest()
+    hasher.update(_IMPLEMENTATION.encode())
+    for function in (checker.check_source, prefilter.might_matter):
+        hasher.update(f"\0{function.__module__}.{function.__qualname__}".encode())
+    return hasher.hexdigest()
+
+
+def settings_digest(settings: Settings) -> str:
+    """A digest of everything in `settings` that can change a file's result."""
+    data = asdict(settings)
+    data.pop("output_format", None)
+    data["active_codes"] = sorted(settings.active_codes)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _package_of(path: Path) -> list[str]:
+    from kllint.analysis.index import package_root
+
+    root, name = package_root(path)
+    return [str(root), name, str((root / "src").is_dir())]
+
+
+# -- serialisation of diagnostics (JSON, only the known data classes) ------------------------
+
+_CLASSES = {cls.__name__: cls for cls in (Diagnostic, Span, TraceStep, Fix, Estimate)}
+
+
+def _encode(value: Any) -> Any:
+    if _CLASSES.get(type(value).__name__) is type(value):
+        return {"@": type(value).__name__,
+                **{f.name: _encode(getattr(value, f.name)) for f in fields(value)}}
+    if isinstance(value, tuple):
+        return {"@t": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("dictionary keys must be strings")
+        return {"@d": {k: _encode(v) for k, v in value.items()}}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot cache a {type(value).__name__}")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if "@t" in value:
+            return tuple(_decode(v) for v in value["@t"])
+        if "@d" in value:
+            return {k: _decode(v) for k, v in value["@d"].items()}
+        cls = _CLASSES[value["@"]]
+        return cls(**{k: _decode(v) for k, v in value.items() if k != "@"})
+    return value
+
+
+# -- the cache -------------------------------------------------------------------------------
+
+class ResultCache:
+    """Per-file results under `directory` (normally `<project root>/.kllint_cache`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.entries = self.directory / FORMAT
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
+        self._implementation = implementation_digest()
+        self._settings: dict[int, tuple[Settings, str]] = {}
+
+    @classmethod
+    def open(cls, directory: Path) -> "ResultCache | None":
+        """The cache in `directory`, created with CACHEDIR.TAG and .gitignore; None when impossible."""
+        try:
+            cache = cls(directory)
+            cache.entries.mkdir(parents=True, exist_ok=True)
+            tag = cache.directory / CACHEDIR_TAG
+            if not tag.is_file():
+                _write_atomic(tag, TAG_TEXT.encode())
+            ignore = cache.directory / ".gitignore"
+            if not ignore.is_file():
+                _write_atomic(ignore, b"# Automatically created by kllint.\n*\n")
+        except Exception:  # noqa: BLE001 - a cache must never break a run
+            return None
+        return cache
+
+    def _settings_digest(self, settings: Settings) -> str:
+        known = self._settings.get(id(settings))
+        if known is None or known[0] is not settings:
+            known = (settings, settings_digest(settings))
+            self._settings[id(settings)] = known
+        return known[1]
+
+    def _entry_path(self, item: Discovered, settings: Settings) -> Path:
+        identity = json.dumps([str(item.path.resolve()), item.display, self._settings_digest(settings)])
+        key = hashlib.sha256(identity.encode()).hexdigest()
+        return self.entries / key[:2] / f"{key}.json"
+
+    def lookup(self, item: Discovered, settings: Settings):
+        """The `engine.Outcome` of an unchanged file, or None (a miss, also for any problem)."""
+        from kllint.engine import Outcome, filter_found
+
+        if not self.enabled:
+            return None
+        try:
+            entry = json.loads(self._entry_path(item, settings).read_bytes())
+            raw = item.path.read_bytes()
+            digest = hashlib.sha256(raw).hexdigest()
+            valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
+                     and entry.get("digest") == digest and entry.get("package") == _package_of(item.path)
+                     and isinstance(entry.get("deps"), dict) and _dependencies_unchanged(entry["deps"]))
+            if not valid:
+                self.misses += 1
+                return None
+            found = _decode(entry["found"])
+            if not all(isinstance(d, Diagnostic) for d in found):
+                raise TypeError("not a list of diagnostics")
+            diagnostics = list(found)
+            if entry["filtered"] and found:
+                diagnostics = filter_found(found, raw.decode("utf-8"), item.display, settings, item.path)
+        except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"])
+
+    def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
+        """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
+        if not self.enabled or outcome.digest is None or outcome.errors:
+            return
+        try:
+            entry = {
+                "implementation": self._implementation,
+                "path": str(item.path.resolve()),
+                "digest": outcome.digest,
+                "package": _package_of(item.path),
+                "deps": dict(outcome.deps or {}),
+                "filtered": outcome.filtered,
+                "found": _encode(list(outcome.found)),
+            }
+            target = self._entry_path(item, settings)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+        except (OSError, TypeError, ValueError):
+            return
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(name, target)
+    except BaseException:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        raise
+
+
+def is_cache_directory(directory: Path) -> bool:
+    """True when `directory` holds the CACHEDIR.TAG that kllint writes (safe to delete)."""
+    try:
+        return (directory / CACHEDIR_TAG).read_text(encoding="utf-8", errors="replace").startswith(TAG_SIGNATURE)
+    except OSError:
+        return False
+
+
+def clean(directory: Path) -> tuple[bool, int]:
+    """Delete a kllint cache folder; returns (whether it existed, number of files removed).
+
+    Raises:
+        OSError: the folder exists but is not a kllint cache (no CACHEDIR.TAG) or cannot be removed.
+    """
+    if not directory.exists():
+        return False, 0
+    if directory.name != CACHE_DIR_NAME and not is_cache_directory(directory):
+        raise OSError(f"{directory} does not look like a kllint cache (no {CACHEDIR_TAG}); not removed")
+    count = sum(1 for p in directory.rglob("*") if p.is_file())
+    shutil.rmtree(directory)
+    return True, count

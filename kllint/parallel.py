@@ -1,0 +1,246 @@
+"""Analyse many files with a pool of worker processes, and survive workers that die.
+
+`engine.run` hands the files that need analysis to `analyse` when `--jobs` is above 1 and there
+are more than `THRESHOLD` of them. The pool uses the `spawn` start method (no fork: the parent
+may hold threads and large parsed trees). Files are grouped by folder (a package), so the files
+of one package tend to be analysed by one worker, whose `ProjectIndex` keeps the modules it has
+parsed for every file it handles; large folders are cut into several chunks so that the work
+spreads over the workers, and the largest chunks are submitted first. Results are delivered per
+file to a callback; `engine.run` orders them, so the output does not depend on the pool.
+
+A worker that crashes (segmentation fault, killed by the out-of-memory killer, `os._exit`)
+breaks the whole pool. Every worker marks in a shared array the file it is working on, so after
+a break the files that were in progress are known: each of them is re-run alone in a one-worker
+pool (the file that crashes again gets an internal-error line, the others their results), and
+the files that were not finished go to a fresh pool. If the pool breaks before any file started
+(workers cannot start at all), the files are analysed in this process instead.
+
+Test-only: the environment variable `KLLINT_TEST_CRASH_ON=<file name>[,<file name>...]` makes
+a worker exit abruptly (`os._exit`) when it reaches a file of such a name; it has no effect
+outside worker processes (`-j 1` and small runs ignore it).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from kllint.config import Settings
+from kllint.discovery import Discovered
+
+if TYPE_CHECKING:
+    from kllint.analysis.index import ProjectIndex
+    from kllint.engine import Outcome
+
+THRESHOLD = 8
+CHUNKS_PER_JOB = 4
+CRASH_ENV = "KLLINT_TEST_CRASH_ON"
+_STARTED, _FINISHED = 1, 2
+
+
+@dataclass(frozen=True)
+class Task:
+    """One file to analyse; `position` is its place in the run (results are delivered with it)."""
+
+    position: int
+    item: Discovered
+    settings: Settings
+
+
+Done = Callable[[int, "Outcome"], None]
+
+def usable() -> bool:
+    """Whether workers would run the same analysis as this process.
+
+    Workers import kllint afresh; when the analysis entry points of this process have been
+    replaced (by a test double or an embedding application), they would not, so the run stays
+    in this process.
+    """
+    from kllint import prefilter
+    from kllint.analysis import checker
+
+    return (getattr(checker.check_source, "__module__", None) == "kllint.analysis.checker"
+            and getattr(prefilter.might_matter, "__module__", None) == "kllint.prefilter")
+
+
+# -- in the worker processes -----------------------------------------------------------------
+
+_INDEX: "ProjectIndex | None" = None
+_STATUS: Any = None
+
+
+def _init_worker(status: Any) -> None:
+    global _INDEX, _STATUS
+    _INDEX, _STATUS = None, status
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl+C and ends the pool
+
+
+def _internal_error(item: Discovered, message: str) -> "Outcome":
+    from kllint.engine import Outcome
+
+    return Outcome([], [], [f"{item.display}: internal error: {message}"])
+
+
+def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> list[tuple[int, "Outcome"]]:
+    """Analyse the files of one chunk with this worker's index; never raises for one file."""
+    global _INDEX
+    from kllint.analysis.index import ProjectIndex
+    from kllint.engine import analyse_file
+
+    if _INDEX is None:
+        _INDEX = ProjectIndex()
+    crash_on = {name for name in os.environ.get(CRASH_ENV, "").split(",") if name}
+    results: list[tuple[int, Outcome]] = []
+    for slot, item, settings in chunk:
+        if _STATUS is not None:
+            _STATUS[slot] = _STARTED
+        if item.path.name in crash_on:  # test-only, see the module docstring
+            os._exit(70)
+        try:
+            outcome = analyse_file(item, settings, _INDEX, track)
+        except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
+            outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
+        results.append((slot, outcome))
+        if _STATUS is not None:
+            _STATUS[slot] = _FINISHED
+    return results
+
+
+# -- in the parent ---------------------------------------------------------------------------
+
+def _cost(task: Task) -> int:
+    try:
+        return max(task.item.path.stat().st_size, 1)
+    except OSError:
+        return 1
+
+
+def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
+    """The tasks cut into chunks: by folder, each chunk at most about 1/(4*jobs) of all bytes
+    (at least one file), the largest chunks first; deterministic."""
+    cost = {task.position: _cost(task) for task in tasks}
+    target = max(sum(cost.values()) / (max(jobs, 1) * CHUNKS_PER_JOB), 1)
+    groups: dict[Path, list[Task]] = {}
+    for task in sorted(tasks, key=lambda t: (str(t.item.path.parent), t.item.path.name, t.position)):
+        groups.setdefault(task.item.path.parent, []).append(task)
+    result: list[list[Task]] = []
+    for folder in sorted(groups, key=str):
+        current: list[Task] = []
+        weight = 0
+        for task in groups[folder]:
+            if current and weight + cost[task.position] > target:
+                result.append(current)
+                current, weight = [], 0
+            current.append(task)
+            weight += cost[task.position]
+        if current:
+            result.append(current)
+    result.sort(key=lambda chunk: -sum(cost[t.position] for t in chunk))
+    return result
+
+
+def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(status,))
+
+
+def _terminate(executor: ProcessPoolExecutor) -> None:
+    """End the workers now (after Ctrl+C): they ignore SIGINT and would finish their chunk."""
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        try:
+            process.terminate()
+        except Exception:  # noqa: BLE001
+            pass
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:
+    """One pool over `tasks`; returns (unfinished tasks, suspects) after a break, else ([], [])."""
+    status = multiprocessing.get_context("spawn").RawArray("b", len(tasks))
+    slot_of = {task.position: slot for slot, task in enumerate(tasks)}
+    parts = chunks(tasks, jobs)
+    finished: set[int] = set()
+    executor = _executor(min(jobs, len(parts)), status)
+    try:
+        futures: dict[Future, list[Task]] = {}
+        for part in parts:
+            futures[executor.submit(_run_chunk, [(slot_of[t.position], t.item, t.settings) for t in part],
+                                    track)] = part
+        pending = set(futures)
+        while pending:
+            completed, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in completed:
+                try:
+                    results = future.result()
+                except BrokenProcessPool:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
+                    for task in futures[future]:
+                        finished.add(task.position)
+                        done(task.position, _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}"))
+                    continue
+                for slot, outcome in results:
+                    task = tasks[slot]
+                    finished.add(task.position)
+                    done(task.position, outcome)
+    except BaseException:
+        _terminate(executor)
+        raise
+    executor.shutdown(wait=True, cancel_futures=True)
+    unfinished = [task for task in tasks if task.position not in finished]
+    suspects = [task for task in unfinished if status[slot_of[task.position]] == _STARTED]
+    return unfinished, suspects
+
+
+def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
+    """Run each task alone in a one-worker pool; a task that breaks it gets an internal error."""
+    executor: ProcessPoolExecutor | None = None
+    try:
+        for task in tasks:
+            if executor is None:
+                executor = _executor(1, None)
+            future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track)
+            try:
+                [(_, outcome)] = future.result()
+            except BrokenProcessPool:
+                outcome = _internal_error(task.item, "the worker process crashed while checking this file "
+                                                     "(segmentation fault, out of memory or killed); not checked")
+                executor.shutdown(wait=True)
+                executor = None
+            except Exception as exc:  # noqa: BLE001
+                outcome = _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}")
+            done(task.position, outcome)
+    except BaseException:
+        if executor is not None:
+            _terminate(executor)
+            executor = None
+        raise
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
+def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
+    """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
+    once per task, in completion order, in this process (also after worker crashes)."""
+    from kllint.analysis.index import ProjectIndex
+    from kllint.engine import analyse_file
+
+    remaining = list(tasks)
+    while remaining:
+        unfinished, suspects = _round(remaining, jobs, track, done)
+        if not unfinished:
+            return
+        if not suspects:  # broke before any file started: the workers cannot run at all
+            index = ProjectIndex()
+            for task in unfinished:
+                done(task.position, analyse_file(task.item, task.settings, index, track))
+            return
+        _isolate(suspects, track, done)
+        isolated = {task.position for task in suspects}
+        remaining = [task for task in unfinished if task.position not in isolated]
