@@ -25,8 +25,9 @@ Columns (seconds unless marked):
                    own rusage via a small launcher process, see run_timed)
     findings       number of JSON findings from the -j1 run (a `!` marks a -j2 count that differs)
 
-The pre-commit row runs `kllint check` on 5 files of trl 0.14.0 (one with a finding), the way
-the pre-commit hook does, timed including interpreter start-up (median of --repeat runs, >= 3).
+The pre-commit lines run `kllint check` on 5 files of trl 0.14.0 (one with a finding), the way
+the pre-commit hook does, timed including interpreter start-up (median of --repeat runs, >= 3):
+cold (no cache) and, if the CLI has --cache-dir, warm (cache filled by an untimed run).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -150,36 +152,36 @@ def detect_cli() -> CliSupport:
 def kllint_runs(tree: Path, cli: CliSupport, repeat: int, row: Row) -> None:
     """Cold -j1 (and -j2), then warm if the CLI has a cache we can control."""
     base = [*kllint_command(), "check", str(tree), "--output-format", "json"]
-
-    def once(extra: list[str], cache: Path | None) -> Timed:
-        flags = list(extra)
-        if cache is not None:
-            flags += ["--cache-dir", str(cache)]
-        elif cli.no_cache:
-            flags += ["--no-cache"]
-        return run_timed(base + flags, cwd=tree.parent)
-
-    def best(extra: list[str], fresh_cache: bool) -> tuple[Timed, Path | None]:
-        results = []
-        last_cache = None
-        for _ in range(repeat):
-            cache = Path(tempfile.mkdtemp(prefix="kllint-bench-cache-")) if (fresh_cache and cli.cache_dir) else None
-            results.append(once(extra, cache))
-            last_cache = cache
-        return min(results, key=lambda t: t.seconds), last_cache
-
     jobs1 = [cli.jobs_flag, "1"] if cli.jobs_flag else []
-    row.j1, cache = best(jobs1, fresh_cache=True)
-    if cli.jobs_flag:
-        row.j2, _ = best([cli.jobs_flag, "2"], fresh_cache=True)
-    if cli.cache_dir and cache is not None:
-        row.warm = min((run_timed(base + jobs1 + ["--cache-dir", str(cache)], cwd=tree.parent)
-                        for _ in range(repeat)), key=lambda t: t.seconds)
-    elif cli.no_cache:
-        run_timed(base + jobs1, cwd=tree.parent)  # prime the default cache, untimed
-        row.warm = min((run_timed(base + jobs1, cwd=tree.parent) for _ in range(repeat)),
+    caches: list[Path] = []
+
+    def fresh_cache() -> list[str]:
+        if cli.cache_dir:
+            caches.append(Path(tempfile.mkdtemp(prefix="kllint-bench-cache-")))
+            return ["--cache-dir", str(caches[-1])]
+        return ["--no-cache"] if cli.no_cache else []
+
+    def cold(jobs: list[str]) -> Timed:
+        return min((run_timed(base + jobs + fresh_cache(), cwd=tree.parent) for _ in range(repeat)),
+                   key=lambda t: t.seconds)
+
+    try:
+        row.j1 = cold(jobs1)
+        if cli.jobs_flag:
+            row.j2 = cold([cli.jobs_flag, "2"])
+        if cli.cache_dir:
+            warm_flags = ["--cache-dir", str(caches[0])]  # filled by the first cold -j1 run
+        elif cli.no_cache:
+            warm_flags = []
+            run_timed(base + jobs1, cwd=tree.parent)  # prime the default cache, untimed
+            row.notes.append("warm run used the default cache location")
+        else:
+            return
+        row.warm = min((run_timed(base + jobs1 + warm_flags, cwd=tree.parent) for _ in range(repeat)),
                        key=lambda t: t.seconds)
-        row.notes.append("warm run used the default cache location")
+    finally:
+        for cache in caches:
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 # --- in-process floors --------------------------------------------------------------------------
@@ -286,17 +288,30 @@ def bench_release(spec: str, cli: CliSupport, prefilter: Callable[[str], bool], 
     return row
 
 
-def precommit_run(cli: CliSupport, repeat: int) -> tuple[Timed, list[str]]:
+def precommit_run(cli: CliSupport, repeat: int) -> tuple[Timed, Timed | None, list[str]]:
+    """5 files as the pre-commit hook passes them: cold (no cache) and, if possible, warm."""
     tree = release_tree(PRECOMMIT_RELEASE)
     trainer = tree / "trl" / "trainer"
     finding = tree / PRECOMMIT_FINDING
     others = [p for p in sorted(trainer.glob("*.py")) if p != finding and p.name != "__init__.py"][:4]
-    files = [finding, *others]
+    names = [str(p.relative_to(tree)) for p in (finding, *others)]
     command = [*kllint_command(), "check", *(["--force-exclude"] if cli.force_exclude else []),
-               "--output-format", "json", *(str(p.relative_to(tree)) for p in files)]
-    runs = [run_timed(command, cwd=tree) for _ in range(max(repeat, 3))]
-    runs.sort(key=lambda t: t.seconds)
-    return runs[len(runs) // 2], [str(p.relative_to(tree)) for p in files]
+               "--output-format", "json", *names]
+
+    def median(extra: list[str]) -> Timed:
+        runs = sorted((run_timed(command + extra, cwd=tree) for _ in range(max(repeat, 3))),
+                      key=lambda t: t.seconds)
+        return runs[len(runs) // 2]
+
+    if not (cli.cache_dir or cli.no_cache):
+        return median([]), None, names
+    with tempfile.TemporaryDirectory(prefix="kllint-bench-cache-") as cache:
+        cold = median(["--no-cache"] if cli.no_cache else ["--cache-dir", str(Path(cache) / "unused")])
+        if not cli.cache_dir:
+            return cold, None, names
+        run_timed(command + ["--cache-dir", cache], cwd=tree)  # fill the cache, untimed
+        warm = median(["--cache-dir", cache])
+    return cold, warm, names
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -369,12 +384,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bench_release(spec, cli, prefilter, repeat))
     print_table(rows)
 
-    timed, files = precommit_run(cli, repeat)
-    n = findings_count(timed)
+    cold, warm, files = precommit_run(cli, repeat)
     print()
-    print(f"pre-commit-sized run (5 files of {PRECOMMIT_RELEASE}, one with a finding): "
-          f"{timed.seconds:.2f} s including start-up, exit {timed.exit_code}, "
-          f"{'n/a' if n is None else n} findings, peak RSS {timed.maxrss_mb:.2f} MB")
+    print(f"pre-commit-sized run (5 files of {PRECOMMIT_RELEASE}, one with a finding), "
+          "median, interpreter start-up included:")
+    for label, timed in (("cold", cold), ("warm", warm)):
+        if timed is None:
+            continue
+        n = findings_count(timed)
+        print(f"  {label}: {timed.seconds:.2f} s, exit {timed.exit_code}, "
+              f"{'n/a' if n is None else n} findings, peak RSS {timed.maxrss_mb:.2f} MB")
     print("  files: " + " ".join(files))
     notes = [(row.spec, note) for row in rows for note in row.notes]
     if notes:

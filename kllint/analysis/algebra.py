@@ -77,7 +77,8 @@ class Algebra:
             symbol = self.table.fresh("K", real=True)
             self._wrapped[key] = symbol
             per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
-            self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token)
+            self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token,
+                                         assumed=t.assumed)
         return symbol
 
     def _surrogate(self, expr: sp.Expr) -> EstimatorMatch | None:
@@ -188,7 +189,8 @@ class Algebra:
             trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
             space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
             return Tensor(expr, anchor, trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
-                          call_sites=(a.call_sites if roles_a else b.call_sites))
+                          call_sites=(a.call_sites if roles_a else b.call_sites),
+                          assumed=(a.assumed and roles_a) or (b.assumed and roles_b))
         left, right = self.wrap(a), self.wrap(b)
         if op in "+-":
             self.mark_entry(left, right, anchor)

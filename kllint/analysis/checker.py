@@ -27,7 +27,8 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     modules = {entry.display: entry}
     for module in index.loaded():
         modules.setdefault(module.display, module)
-    ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles)
+    ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles,
+                      {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)})
     for fact in interpreter.facts:
         if isinstance(fact, LossFact):
             check_loss(fact, ctx)

@@ -25,8 +25,7 @@ class KLTerm:
     call_sites: tuple[Anchor, ...] = ()
     entry: Anchor | None = None  # where it was first added to another term
     per_token: bool = True
-    source_names: tuple[tuple[str, str], ...] = ()
-    setup: tuple[str, ...] = ()
+    assumed: bool = False
 
 
 @dataclass

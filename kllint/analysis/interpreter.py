@@ -192,7 +192,7 @@ class Interpreter:
             if detached_source and symbol == LP:
                 symbol = LPD
             space = "logits" if roles.is_logits_name(name) else "logprob"
-            return Tensor(symbol, space=space)
+            return Tensor(symbol, space=space, assumed=True)
         model = roles.model_role(name)
         if model is not None:
             return Model(model, name)

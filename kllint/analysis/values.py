@@ -55,6 +55,7 @@ class Tensor:
     `space`: `logprob`, `prob`, `logits` or None (for kl_div input checks); `kind`: `count` for a
     sum of a mask (a positive normaliser), `mask` for a mask; `vocab`: has a vocabulary axis.
     `call_sites`: call sites the value crossed on its way back to the caller (innermost first).
+    `assumed`: the policy role comes from a name (a parameter `logp`), so its gradient is assumed.
     """
 
     expr: sp.Expr
@@ -64,7 +65,7 @@ class Tensor:
     kind: str | None = None
     vocab: bool = False
     call_sites: tuple[Anchor, ...] = ()
-    has_exp_unclamped: bool = False
+    assumed: bool = False  # its policy log-prob role comes from a name, not from a forward pass
 
     def with_(self, **changes: Any) -> "Tensor":
         return replace(self, **changes)

@@ -33,6 +33,7 @@ class RuleContext:
     algebra: Algebra
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     name_roles: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
     found: list[Diagnostic] = field(default_factory=list)
     _once: set = field(default_factory=set)
 

@@ -27,7 +27,8 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
     if name in ("reference-ratio", "surrogate"):
         return
     trace = term_steps(term, "KL estimate") + (fact.sink.step(f"enters `{fact.target}` here"),)
-    if LP in algebra.table.role_symbols(term.expr):
+    proven = not term.assumed or term.anchor.function in ctx.differentiating
+    if LP in algebra.table.role_symbols(term.expr) and proven:
         ctx.report("KL301", term.anchor,
                    f"{estimator_words(term)} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help="detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)",
