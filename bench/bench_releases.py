@@ -298,19 +298,23 @@ def precommit_run(cli: CliSupport, repeat: int) -> tuple[Timed, Timed | None, li
     command = [*kllint_command(), "check", *(["--force-exclude"] if cli.force_exclude else []),
                "--output-format", "json", *names]
 
-    def median(extra: list[str]) -> Timed:
-        runs = sorted((run_timed(command + extra, cwd=tree) for _ in range(max(repeat, 3))),
+    def median(extra: Callable[[int], list[str]]) -> Timed:
+        runs = sorted((run_timed(command + extra(i), cwd=tree) for i in range(max(repeat, 3))),
                       key=lambda t: t.seconds)
         return runs[len(runs) // 2]
 
     if not (cli.cache_dir or cli.no_cache):
-        return median([]), None, names
+        return median(lambda i: []), None, names
     with tempfile.TemporaryDirectory(prefix="kllint-bench-cache-") as cache:
-        cold = median(["--no-cache"] if cli.no_cache else ["--cache-dir", str(Path(cache) / "unused")])
+        if cli.no_cache:
+            cold = median(lambda i: ["--no-cache"])
+        else:  # a new, empty cache folder for every cold run
+            cold = median(lambda i: ["--cache-dir", str(Path(cache) / f"cold-{i}")])
         if not cli.cache_dir:
             return cold, None, names
-        run_timed(command + ["--cache-dir", cache], cwd=tree)  # fill the cache, untimed
-        warm = median(["--cache-dir", cache])
+        warm_dir = str(Path(cache) / "warm")
+        run_timed(command + ["--cache-dir", warm_dir], cwd=tree)  # fill the cache, untimed
+        warm = median(lambda i: ["--cache-dir", warm_dir])
     return cold, warm, names
 
 

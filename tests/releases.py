@@ -169,12 +169,12 @@ def _unpack(artefact: Path, dest: Path) -> None:
     if name.endswith((".whl", ".zip")):
         with zipfile.ZipFile(artefact) as archive:
             archive.extractall(dest)
-    if name.endswith(".whl"):
-        _install_data_libs(dest)
     else:
         with tarfile.open(artefact) as archive:
             _safe_tar_extract(archive, dest)
-    if not name.endswith(".whl"):
+    if name.endswith(".whl"):
+        _install_data_libs(dest)
+    else:
         entries = [p for p in dest.iterdir()]
         if len(entries) == 1 and entries[0].is_dir():
             top = entries[0]

@@ -220,7 +220,7 @@ class Algebra:
     def _trace(t: Tensor) -> tuple:
         if t.anchor is None:
             return t.trace
-        return (t.trace + (t.anchor.step("computed here"),))[-MAX_TRACE:]
+        return (t.trace + (t.anchor,))[-MAX_TRACE:]
 
     def opaque_call(self, name: str, args: list[Tensor]) -> Tensor:
         """An unknown function of tensors: keeps the dependencies, not the meaning."""

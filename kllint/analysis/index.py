@@ -61,11 +61,16 @@ class ModuleInfo:
     @classmethod
     def build(cls, text: str, path: Path, display: str, name: str, file_id: int = 0) -> "ModuleInfo":
         tree = parse_module(text)
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        info = cls(path, display, name, text, wrapper.module, positions, file_id=file_id)
+        info = cls(path, display, name, text, tree, {}, file_id=file_id)
         info._collect()
         return info
+
+    def _positions(self) -> dict:
+        """Positions of every node, computed on first use (most imported modules never need them)."""
+        if not self.positions:
+            wrapper = MetadataWrapper(self.tree, unsafe_skip_copy=True)
+            self.positions = dict(wrapper.resolve(PositionProvider))
+        return self.positions
 
     def function_at(self, line: int) -> cst.FunctionDef | None:
         """The innermost function definition whose body contains `line`."""
@@ -95,7 +100,7 @@ class ModuleInfo:
         return best
 
     def span(self, node: cst.CSTNode) -> Span:
-        code_range = self.positions.get(node)
+        code_range = self._positions().get(node)
         if code_range is None:
             return Span(1, 1, 1, 2)
         return Span.from_code_range(code_range)

@@ -9,6 +9,7 @@ all together otherwise. Loss, reward and API facts are recorded for the rules.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
@@ -21,6 +22,7 @@ from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import CallFact, LossFact, RewardFact
 from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
+from kllint.analysis.values import _plain
 from kllint.analysis.values import (
     Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping,
     Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
@@ -29,6 +31,9 @@ from kllint.analysis.values import (
 MAX_DEPTH = 6
 MAX_STEPS = 60_000
 MAX_COHERENT = 6
+RELEVANT = re.compile(
+    r"(?i)kl|ref|teacher|base_|init_|log_?p|log_?prob|logit|backward|advantage|reward|scores|"
+    r"clamp|clip|minimum|softmax|loss|grad")
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
 
 
@@ -81,6 +86,8 @@ class Interpreter:
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, str]] = {}
         self._nested_done: set[int] = set()
+        self._instance_attributes: dict[tuple[int, str], Value | None] = {}
+        self._plain_calls: dict[tuple, tuple[Any, Value]] = {}
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
@@ -90,12 +97,18 @@ class Interpreter:
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
         for name, node in self.entry.functions.items():
-            self._guarded(lambda node=node: self.run_entry(node, None))
+            if self._relevant(node):
+                self._guarded(lambda node=node: self.run_entry(node, None))
         for cls_node in self.entry.classes.values():
             cls = ClassRef(cls_node.name.value, cls_node, self.entry)
             for stmt in cls_node.body.body:
-                if isinstance(stmt, cst.FunctionDef):
+                if isinstance(stmt, cst.FunctionDef) and self._relevant(stmt):
                     self._guarded(lambda stmt=stmt, cls=cls: self.run_entry(stmt, cls))
+
+    def _relevant(self, node: cst.FunctionDef) -> bool:
+        """Whether an entry point can hold a finding: it names a KL, a reference, a log-prob,
+        a loss or reward sink, or an API the rules judge. Others are only followed as helpers."""
+        return node.name.value in self.grad_targets or bool(RELEVANT.search(self.entry.source(node)))
 
     def _guarded(self, action) -> None:
         self.steps = 0
@@ -207,7 +220,7 @@ class Interpreter:
     # ------------------------------------------------------------------ helpers
     def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
         module = frame.module
-        return Anchor(module.display, module.span(node), node, module.file_id, frame.conditions, frame.function)
+        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function)
 
     def tick(self) -> None:
         self.steps += 1
@@ -631,6 +644,12 @@ class Interpreter:
 
     def instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
         """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the class."""
+        key = (id(cls.node), attr)
+        if key not in self._instance_attributes:
+            self._instance_attributes[key] = self._find_instance_attribute(cls, attr)
+        return self._instance_attributes[key]
+
+    def _find_instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
         for stmt in cls.node.body.body:
             if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
                 continue
@@ -801,6 +820,11 @@ class Interpreter:
         key = id(fdef)
         if frame.depth >= MAX_DEPTH or key in frame.active:
             return Unknown(ref.qualname)
+        memo_key = None
+        if all(_plain(a) for a in list(args) + list(kwargs.values())) and not isinstance(fdef, cst.Lambda):
+            memo_key = (key, frame.no_grad, tuple(sorted(kwargs)), len(args), id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
+            if memo_key in self._plain_calls:
+                return self._plain_calls[memo_key][1]
         callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
@@ -839,7 +863,10 @@ class Interpreter:
         site = self.anchor(node, frame)
         if callee_frame.no_grad:
             result = self.detach_value(result)
-        return self._returned(result, site)
+        result = self._returned(result, site)
+        if memo_key is not None:
+            self._plain_calls[memo_key] = (fdef, result)
+        return result
 
     def _returned(self, value: Value, site: Anchor) -> Value:
         options = []
@@ -1034,7 +1061,25 @@ def _python_op(op: str, a: Any, b: Any) -> Any:
     raise ValueError(op)
 
 
+_NAME_CACHE: dict[tuple[str, int], tuple[Any, list[str]]] = {}
+
+
+def _cached(kind: str, node: Any, compute) -> list[str]:
+    """Memoised per node; the entry keeps the node alive so that its id is never reused."""
+    key = (kind, id(node))
+    found = _NAME_CACHE.get(key)
+    if found is None or found[0] is not node:
+        if len(_NAME_CACHE) > 200_000:
+            _NAME_CACHE.clear()
+        found = _NAME_CACHE[key] = (node, compute())
+    return found[1]
+
+
 def _assigned_names(statements: list[cst.CSTNode]) -> list[str]:
+    return _cached("assigned", statements[0] if statements else None, lambda: _collect_assigned(statements))
+
+
+def _collect_assigned(statements: list[cst.CSTNode]) -> list[str]:
     names: list[str] = []
 
     class Collector(cst.CSTVisitor):
@@ -1054,6 +1099,10 @@ def _assigned_names(statements: list[cst.CSTNode]) -> list[str]:
 
 
 def _used_names(node: cst.CSTNode) -> list[str]:
+    return _cached("used", node, lambda: _collect_used(node))
+
+
+def _collect_used(node: cst.CSTNode) -> list[str]:
     names: list[str] = []
 
     class Collector(cst.CSTVisitor):

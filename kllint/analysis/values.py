@@ -8,6 +8,7 @@ that depends on a branch (if/else, mode strings from config).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import libcst as cst
@@ -34,14 +35,19 @@ class Condition:
 
 @dataclass(frozen=True)
 class Anchor:
-    """Where a value was formed: the expression the user must rewrite."""
+    """Where a value was formed: the expression the user must rewrite. Its span is computed on
+    first use (positions of a module are costly and most anchors are never reported)."""
 
     path: str
-    span: Span
+    node_id: int
     node: cst.CSTNode = field(compare=False, hash=False, repr=False)
-    file_id: int = 0
+    module: Any = field(compare=False, hash=False, repr=False)
     conditions: tuple[Condition, ...] = ()
     function: str = ""
+
+    @cached_property
+    def span(self) -> Span:
+        return self.module.span(self.node)
 
     def step(self, note: str) -> TraceStep:
         return TraceStep(self.path, self.span.line, self.span.column, note)
@@ -60,7 +66,7 @@ class Tensor:
 
     expr: sp.Expr
     anchor: Anchor | None = None
-    trace: tuple[TraceStep, ...] = ()
+    trace: tuple["Anchor", ...] = ()
     space: str | None = None
     kind: str | None = None
     vocab: bool = False

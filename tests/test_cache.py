@@ -1,0 +1,284 @@
+"""The result cache (kllint.cache, `.kllint_cache/`): hits, misses, invalidation when the file,
+the settings or an imported project module changes, robustness against damaged entries, and the
+`--no-cache`, `--cache-dir` options and the `kllint clean` command."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kllint import cache as cache_module
+from kllint.cache import CACHE_DIR_NAME, TAG_SIGNATURE, ResultCache, default_directory, project_root
+from kllint.cli import cli
+from kllint.config import Settings
+from kllint.discovery import discover
+from kllint.engine import run
+from kllint.report import json as report_json
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+
+K3_HELPER = """import torch
+
+
+def kl_penalty(logprob, ref_logprob):
+    log_r = ref_logprob - logprob
+    return log_r.exp() - log_r - 1
+"""
+K1_HELPER = K3_HELPER.replace("return log_r.exp() - log_r - 1", "return -log_r")
+TRAIN = """import torch
+
+from pkg.kl import kl_penalty
+
+
+def masked_mean(values, mask):
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def actor_loss(logprob, ref_logprob, advantages, response_mask, kl_coef=0.001):
+    pg = -advantages * torch.exp(logprob - logprob.detach())
+    kld = kl_penalty(logprob, ref_logprob)
+    return masked_mean(pg, response_mask) + kl_coef * masked_mean(kld, response_mask)
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """tmp_path/proj: pyproject.toml, pkg/__init__.py, pkg/kl.py (a k3 helper), pkg/train.py."""
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'proj'\n")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "kl.py").write_text(K3_HELPER)
+    (root / "pkg" / "train.py").write_text(TRAIN)
+    monkeypatch.chdir(root)
+    return root
+
+
+def check(paths: list[str], directory: Path | None, settings: Settings | None = None, jobs: int = 1):
+    settings = settings or Settings()
+    cache = ResultCache.open(directory) if directory is not None else None
+    files = list(discover(paths, settings))
+    result = run(files, settings, jobs=jobs, cache=cache)
+    return result, cache
+
+
+def codes(result) -> list[tuple[str, int, str]]:
+    return [(d.path, d.span.line, d.code) for d in result.diagnostics]
+
+
+def test_project_root_and_default_directory(tmp_path):
+    (tmp_path / "a" / "b" / "c").mkdir(parents=True)
+    (tmp_path / "a" / "pyproject.toml").write_text("")
+    assert project_root(["b/c"], cwd=tmp_path / "a") == (tmp_path / "a").resolve()
+    assert project_root([tmp_path / "a" / "b" / "c", tmp_path / "a" / "b"]) == (tmp_path / "a").resolve()
+    assert default_directory(["b/c"], cwd=tmp_path / "a") == (tmp_path / "a").resolve() / CACHE_DIR_NAME
+    (tmp_path / "a" / "b" / ".git").mkdir()
+    assert project_root([tmp_path / "a" / "b" / "c"]) == (tmp_path / "a" / "b").resolve()
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    if not any((folder / m).exists() for folder in (lonely, *lonely.parents) for m in ("pyproject.toml", ".git")):
+        assert project_root([lonely], cwd=tmp_path / "a") == (tmp_path / "a").resolve()
+
+
+def test_cache_folder_is_tagged_and_ignored(project):
+    check(["pkg"], project / CACHE_DIR_NAME)
+    folder = project / CACHE_DIR_NAME
+    assert (folder / "CACHEDIR.TAG").read_text().startswith(TAG_SIGNATURE + "\n")
+    assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert not list(folder.rglob("*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_second_run_hits_and_gives_the_same_result(project):
+    directory = project / CACHE_DIR_NAME
+    first, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (0, 3)
+    assert ("pkg/train.py", 12, "KL102") in codes(first)
+    second, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (3, 0)
+    assert report_json.render(second.diagnostics) == report_json.render(first.diagnostics)
+
+
+def test_changing_the_file_misses(project):
+    directory = project / CACHE_DIR_NAME
+    check(["pkg"], directory)
+    (project / "pkg" / "train.py").write_text(TRAIN + "\n# edited\n")
+    result, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (2, 1)
+    assert ("pkg/train.py", 12, "KL102") in codes(result)
+
+
+def test_changing_an_imported_helper_invalidates_the_importer(project):
+    directory = project / CACHE_DIR_NAME
+    before, _ = check(["pkg/train.py"], directory)
+    assert {c for _, _, c in codes(before)} >= {"KL102"}
+    (project / "pkg" / "kl.py").write_text(K1_HELPER)  # k3 -> k1: a different finding
+    after, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1 and cache.hits == 0
+    fresh, _ = check(["pkg/train.py"], None)
+    assert codes(after) == codes(fresh)
+    assert "KL101" in {c for _, _, c in codes(after)} and "KL102" not in {c for _, _, c in codes(after)}
+    again, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1 and codes(again) == codes(after)
+
+
+def test_a_helper_that_appears_invalidates_the_importer(project):
+    directory = project / CACHE_DIR_NAME
+    (project / "pkg" / "kl.py").unlink()
+    before, _ = check(["pkg/train.py"], directory)
+    assert "KL102" not in {c for _, _, c in codes(before)}
+    (project / "pkg" / "kl.py").write_text(K3_HELPER)
+    after, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1
+    assert "KL102" in {c for _, _, c in codes(after)}
+
+
+def test_unrelated_module_does_not_invalidate(project):
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    (project / "pkg" / "other.py").write_text("x = 1\n")
+    _, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1
+
+
+def test_selection_is_reapplied_on_hits_and_settings_are_part_of_the_key(project):
+    directory = project / CACHE_DIR_NAME
+    check(["pkg"], directory)
+    narrowed = Settings(select=("KL201",))
+    result, cache = check(["pkg"], directory, narrowed)
+    assert {c for _, _, c in codes(result)} == {"KL201"}
+    assert cache.misses == 3  # other settings: their own entries
+    result, cache = check(["pkg"], directory, narrowed)
+    assert cache.hits == 3 and {c for _, _, c in codes(result)} == {"KL201"}
+    full, cache = check(["pkg"], directory)
+    assert cache.hits == 3 and "KL102" in {c for _, _, c in codes(full)}
+
+
+def test_suppression_comment_edit_is_seen(project):
+    directory = project / CACHE_DIR_NAME
+    check(["pkg"], directory)
+    text = (project / "pkg" / "train.py").read_text().replace(
+        "kld = kl_penalty(logprob, ref_logprob)", "kld = kl_penalty(logprob, ref_logprob)  # noqa: KL102, KL201")
+    (project / "pkg" / "train.py").write_text(text)
+    result, _ = check(["pkg"], directory)
+    assert not [c for c in codes(result) if c[0] == "pkg/train.py" and c[2] in ("KL102", "KL201")]
+
+
+def test_corrupt_and_foreign_entries_are_misses(project):
+    directory = project / CACHE_DIR_NAME
+    first, _ = check(["pkg"], directory)
+    entries = sorted((directory / cache_module.FORMAT).rglob("*.json"))
+    assert len(entries) == 3
+    entries[0].write_bytes(b"\x00garbage")
+    entries[1].write_text(json.dumps({"implementation": "x", "found": 3}))
+    data = json.loads(entries[2].read_text())
+    data["found"] = [{"@": "NotAClass"}]
+    entries[2].write_text(json.dumps(data))
+    second, cache = check(["pkg"], directory)
+    assert cache.misses == 3
+    assert report_json.render(second.diagnostics) == report_json.render(first.diagnostics)
+    third, cache = check(["pkg"], directory)  # rewritten
+    assert cache.hits == 3
+
+
+def test_cache_that_cannot_be_created_is_skipped(project):
+    blocker = project / "not-a-folder"
+    blocker.write_text("")
+    assert ResultCache.open(blocker / "cache") is None
+    result = CliRunner().invoke(cli, ["check", "--output-format", "json", "--cache-dir", str(blocker / "cache"), "pkg"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root can write anywhere")
+def test_read_only_cache_is_skipped(project):  # pragma: no cover - not run as root
+    directory = project / CACHE_DIR_NAME
+    check(["pkg"], directory)
+    os.chmod(directory / cache_module.FORMAT, 0o500)
+    try:
+        (project / "pkg" / "train.py").write_text(TRAIN + "\n")
+        result, _ = check(["pkg"], directory)
+        assert "KL102" in {c for _, _, c in codes(result)}
+    finally:
+        os.chmod(directory / cache_module.FORMAT, 0o700)
+
+
+def test_parallel_run_fills_the_cache_and_warm_run_matches(project):
+    for index in range(10):
+        shutil.copy(sorted(FIXTURES.glob("KL1*/*.py"))[index], project / "pkg" / f"copy{index}.py")
+    directory = project / CACHE_DIR_NAME
+    cold, cache = check(["pkg"], directory, jobs=2)
+    assert cache.misses == 13
+    warm, cache = check(["pkg"], directory, jobs=2)
+    assert cache.hits == 13
+    plain, _ = check(["pkg"], None, jobs=1)
+    assert report_json.render(cold.diagnostics) == report_json.render(warm.diagnostics) \
+        == report_json.render(plain.diagnostics)
+    (project / "pkg" / "kl.py").write_text(K1_HELPER)
+    changed, cache = check(["pkg"], directory, jobs=2)
+    assert cache.misses >= 2  # kl.py and train.py (and any copy that imports nothing is a hit)
+    assert codes(changed) == codes(check(["pkg"], None)[0])
+
+
+def test_command_line_cache_and_clean(project):
+    runner = CliRunner()
+    args = ["check", "--output-format", "json", "pkg"]
+    first = runner.invoke(cli, ["check", "--output-format", "json", "--no-cache", "pkg"])
+    assert first.exit_code == 1
+    assert not (project / CACHE_DIR_NAME).exists()
+    second = runner.invoke(cli, args)
+    assert (project / CACHE_DIR_NAME / "CACHEDIR.TAG").is_file()
+    third = runner.invoke(cli, args)
+    assert first.stdout == second.stdout == third.stdout
+    cleaned = runner.invoke(cli, ["clean"])
+    assert cleaned.exit_code == 0
+    assert f"Removed {project.resolve() / CACHE_DIR_NAME}" in cleaned.stderr
+    assert not (project / CACHE_DIR_NAME).exists()
+    again = runner.invoke(cli, ["clean"])
+    assert again.exit_code == 0 and "No cache to remove" in again.stderr
+
+
+def test_cache_dir_option_and_clean_refuses_other_folders(project, tmp_path):
+    runner = CliRunner()
+    elsewhere = tmp_path / "ci-cache"
+    result = runner.invoke(cli, ["check", "--output-format", "json", "--cache-dir", str(elsewhere), "pkg"])
+    assert result.exit_code == 1
+    assert (elsewhere / "CACHEDIR.TAG").is_file() and not (project / CACHE_DIR_NAME).exists()
+    assert runner.invoke(cli, ["clean", "--cache-dir", str(elsewhere)]).exit_code == 0
+    assert not elsewhere.exists()
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("data")
+    refused = runner.invoke(cli, ["clean", "--cache-dir", str(precious)])
+    assert refused.exit_code == 2
+    assert "does not look like a kllint cache" in refused.stderr
+    assert (precious / "keep.txt").is_file()
+    both = runner.invoke(cli, ["check", "--no-cache", "--cache-dir", str(elsewhere), "pkg"])
+    assert both.exit_code == 2
+
+
+def test_replaced_analysis_does_not_share_entries(project, monkeypatch):
+    directory = project / CACHE_DIR_NAME
+    real, _ = check(["pkg"], directory)
+    import kllint.analysis.checker as checker
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checker, "check_source", lambda *args, **kwargs: [])
+        fake, cache = check(["pkg"], directory)
+    assert cache.hits == 0 and codes(fake) == []
+    again, cache = check(["pkg"], directory)  # the fake results replaced the entries: analysed again
+    assert cache.hits == 0 and codes(again) == codes(real)
+
+
+def test_console_script_warm_run_identical(project):
+    command = [sys.executable, "-m", "kllint", "check", "--output-format", "json", "pkg"]
+    cold = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+    warm = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+    assert cold.returncode == warm.returncode == 1
+    assert cold.stdout == warm.stdout and "Traceback" not in cold.stderr + warm.stderr
