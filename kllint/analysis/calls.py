@@ -326,10 +326,13 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         return it.arith(fw.MULTI_ARG_ARITH[name], obj, args[0], node, frame)
     if name in fw.CLAMPS:
         return clamp(it, obj, node, frame)
-    if name in fw.PROB_MAPS:
-        return algebra.unary(obj, lambda e: e, anchor, keep_anchor=True).with_(space="prob", vocab=name == "softmax")
-    if name in fw.LOGPROB_MAPS:
-        return obj.with_(space="logprob", vocab=name == "log_softmax" or obj.vocab)
+    if name == "softmax":  # probabilities of a distribution whose log-probs are the (normalised) logits
+        return algebra.unary(obj, sp.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
+    if name == "log_softmax":
+        return obj.with_(space="logprob", vocab=True)
+    if name in fw.PROB_MAPS or name in fw.LOGPROB_MAPS:
+        space = "prob" if name in fw.PROB_MAPS else "logprob"
+        return algebra.unary(obj, sp.Function(name), anchor).with_(space=space)
     if name in fw.REDUCTIONS:
         if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
             dim = _arg(args, kwargs, 0, "dim", "axis")

@@ -36,7 +36,4 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
             check_reward(fact, ctx)
         elif isinstance(fact, CallFact):
             check_call(fact, ctx)
-    unique: dict[tuple, Diagnostic] = {}
-    for diagnostic in ctx.found:
-        unique.setdefault((diagnostic.code, diagnostic.span), diagnostic)
-    return sorted(unique.values(), key=lambda d: d.sort_key)
+    return ctx.diagnostics()

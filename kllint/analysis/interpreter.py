@@ -30,7 +30,8 @@ from kllint.analysis.values import (
 
 MAX_DEPTH = 6
 MAX_STEPS = 60_000
-MAX_COHERENT = 6
+MAX_COHERENT = 16
+CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 RELEVANT = re.compile(
     r"(?i)kl|ref|teacher|base_|init_|log_?p|log_?prob|logit|backward|advantage|reward|scores|"
     r"clamp|clip|minimum|softmax|loss|grad")
@@ -214,6 +215,8 @@ class Interpreter:
         if roles.is_kl_name(name) and anchor is not None:
             return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
         toks = roles.tokens(name)
+        if any(t in CONFIG_TOKENS for t in toks):
+            return Unknown(name)  # attributes and items of a config are configuration values
         space = "prob" if any(t in ("probs", "prob", "probabilities", "p") for t in toks) else None
         return Tensor(self.algebra.table.fresh(name, positive=True), space=space)
 
@@ -729,7 +732,7 @@ class Interpreter:
                 return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner)
             return ConfigValue(attr)
         if isinstance(base, Unknown):
-            if roles.tokens(base.name) and any(t in ("config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "params") for t in roles.tokens(base.name)):
+            if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
                 return ConfigValue(attr)
             return _Attr(base.name, attr)
         return Unknown(attr)

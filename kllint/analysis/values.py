@@ -16,7 +16,7 @@ import sympy as sp
 
 from kllint.diagnostics import Span, TraceStep
 
-MAX_ALTERNATIVES = 8
+MAX_ALTERNATIVES = 16
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,27 @@ def join(*values: Value) -> Value:
         return Unknown()
     if len(options) == 1:
         return options[0]
+    if len(options) > MAX_ALTERNATIVES:
+        options = _diverse(options)
     return Alts(tuple(options[:MAX_ALTERNATIVES]))
+
+
+def _signature(value: Value) -> tuple:
+    """What distinguishes alternatives for the rules: the KL terms and estimate they carry."""
+    if isinstance(value, Tensor):
+        kl = frozenset(s.name for s in value.expr.free_symbols if s.name.startswith(("K__", "Kp__")))
+        return ("tensor", kl, value.anchor.node_id if value.anchor else None)
+    return (type(value).__name__,)
+
+
+def _diverse(options: list[Value]) -> list[Value]:
+    """Alternatives reordered so that each distinct KL content comes before any repeat."""
+    first, rest, seen = [], [], set()
+    for option in options:
+        signature = _signature(option)
+        (rest if signature in seen else first).append(option)
+        seen.add(signature)
+    return first + rest
 
 
 def _plain(value: Value) -> bool:

@@ -1,7 +1,7 @@
 """What rules share: the context that turns analysis anchors into diagnostics in the checked file."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 import sympy as sp
@@ -34,7 +34,7 @@ class RuleContext:
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     name_roles: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
-    found: list[Diagnostic] = field(default_factory=list)
+    _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
     def first(self, code: str, key: object) -> bool:
@@ -63,8 +63,27 @@ class RuleContext:
             fix = Fix("display-only", fix.description)
         info = BY_CODE[code]
         steps = _dedupe(tuple(extra) + tuple(trace))
-        self.found.append(Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
-                                     message + describe_conditions(anchor.conditions), help, steps, fix, estimate))
+        key = (code, primary.span)
+        when = condition_text(anchor.conditions)
+        if key in self._pending:
+            self._pending[key][1].append(when)
+            return
+        diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
+                                message, help, steps, fix, estimate)
+        self._pending[key] = (diagnostic, [when])
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """The findings, one per code and place; the configurations that lead to it are merged
+        into the message (`when kl_loss_type is 'k3' or 'low_var_kl'; or when ...`)."""
+        out = []
+        for diagnostic, conditions in self._pending.values():
+            if "" in conditions:
+                out.append(diagnostic)
+                continue
+            unique = list(dict.fromkeys(conditions))
+            suffix = " (when " + "; or when ".join(unique[:4]) + ("; ..." if len(unique) > 4 else "") + ")"
+            out.append(replace(diagnostic, message=diagnostic.message + suffix))
+        return sorted(out, key=lambda d: d.sort_key)
 
 
 def _dedupe(steps: tuple[TraceStep, ...]) -> tuple[TraceStep, ...]:
@@ -78,16 +97,17 @@ def _dedupe(steps: tuple[TraceStep, ...]) -> tuple[TraceStep, ...]:
     return tuple(out)
 
 
-def describe_conditions(conditions: tuple[Condition, ...]) -> str:
-    """` (when `kl_penalty` is 'low_var_kl'; configurable, default 'kl')` for config-chosen code."""
+def condition_text(conditions: tuple[Condition, ...]) -> str:
+    """"`kl_penalty` is 'low_var_kl' (configurable, project default 'kl')" for config-chosen code;
+    empty when the code runs unconditionally."""
     if not conditions:
         return ""
     parts = [c.describe() for c in conditions[-2:]]
     defaults = {c.name: c.default for c in conditions if c.default is not None}
-    text = " (when " + " and ".join(parts)
+    text = " and ".join(parts)
     if defaults:
-        text += "; configurable, project default " + ", ".join(f"`{k}` = {v!r}" for k, v in defaults.items())
-    return text + ")"
+        text += " (configurable, project default " + ", ".join(f"`{k}` = {v!r}" for k, v in defaults.items()) + ")"
+    return text
 
 
 def sign_of(expr: sp.Expr) -> int:

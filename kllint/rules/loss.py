@@ -146,7 +146,7 @@ class PerTokenKLLoss:
         if item.term.estimator.name == "reference-ratio":
             return
         ctx.report("KL201", item.term.anchor,
-                   f"per-token {item.term.estimator.name} KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
+                   "per-token KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
                    help=token_credit_help(), trace=_trace(item, f"per-token {item.term.estimator.name} estimate"),
                    call_sites=item.term.call_sites, call_stack=item.fact.call_stack,
                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
