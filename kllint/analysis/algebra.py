@@ -159,7 +159,7 @@ class Algebra:
         except (TypeError, ValueError, ZeroDivisionError):
             expr = self.table.fresh("f", real=True)
         if pure and not keep_anchor:
-            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None)
+            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None, call_sites=())
         return t.with_(expr=expr, kind=None)
 
     def clamp(self, t: Tensor, anchor: Anchor) -> Tensor:
@@ -175,6 +175,10 @@ class Algebra:
             return b
         if op == "/" and b.kind == "count":
             return a
+        if op in "*/" and a.space == "logits" and not self.has_roles(b.expr):
+            return a  # temperature scaling keeps the logits of the same policy
+        if op == "*" and b.space == "logits" and not self.has_roles(a.expr):
+            return b
         if a.kind == "count" and b.kind == "count":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
         pure_a = self.table.is_pure(a.expr)
@@ -189,7 +193,6 @@ class Algebra:
             trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
             space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
             return Tensor(expr, anchor, trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
-                          call_sites=(a.call_sites if roles_a else b.call_sites),
                           assumed=(a.assumed and roles_a) or (b.assumed and roles_b))
         left, right = self.wrap(a), self.wrap(b)
         if op in "+-":

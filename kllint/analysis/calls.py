@@ -195,6 +195,9 @@ def _space_words(space: str | None) -> str:
 def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
                     frame: "Frame") -> Value:
     """`torch.X(...)`, `jnp.X(...)`, `F.X(...)`: the first argument is the tensor operated on."""
+    model = model_argument(list(args))
+    if model is not None and name in ("split", "merge", "state", "graphdef", "jit", "remat", "checkpoint"):
+        return Sequence((model, model, model)) if name == "split" else model  # Flax NNX split / merge
     if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
         items = args[0] if args else Unknown()
         return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
@@ -353,6 +356,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         return algebra.reduce(obj, "sum")
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg")
+    if name == "logsumexp" and obj.space == "logits":
+        return it.algebra.number(0)  # the log-softmax normaliser: logits and log-probs share a role
     if name in fw.OPAQUE_REDUCTIONS:
         if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
             if _is_constant(args[0]):

@@ -20,7 +20,7 @@ IDENTITY = frozenset({
     "take", "masked_fill", "masked_fill_", "nan_to_num", "squeeze_", "unsqueeze_", "asarray",
     "as_tensor", "atleast_1d", "atleast_2d", "expand_dims", "swapaxes", "moveaxis", "ravel",
     "requires_grad_", "float_", "contiguous_", "chunk_", "pin_memory", "block_until_ready", "to_dense",
-    "squeeze_dim", "__getitem__", "diagonal", "tril", "triu", "split_", "detach_copy",
+    "squeeze_dim", "__getitem__", "diagonal", "tril", "triu", "split_", "detach_copy", "pad",
 })
 DETACH = frozenset({"detach", "detach_", "stop_gradient"})
 CONSUME = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "size", "dim", "numel", "shape", "device_get"})

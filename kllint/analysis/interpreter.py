@@ -309,21 +309,27 @@ class Interpreter:
     def eval_coherent(self, node: cst.BaseExpression, frame: Frame) -> Value:
         """Evaluate with each branch-dependent variable fixed to one alternative at a time, so
         that `exp(ref - lp) - (ref - lp)` never mixes two different `ref`s."""
-        names = [n for n in _used_names(node) if isinstance(frame.env.get(n), Alts)]
+        names = [n for n in _used_names(node) if isinstance(frame.env.get(n), Alts) and any(
+            isinstance(o, Tensor) and self.algebra.has_roles(o.expr) for o in frame.env[n].options)]
         if not names:
             return self.eval(node, frame)
         combos: list[dict[str, Value]] = [{}]
         for name in names:
-            combos = [dict(c, **{name: o}) for c in combos for o in frame.env[name].options][:MAX_COHERENT]
+            options = frame.env[name].options
+            pairs = sorted(((i, j) for i in range(len(combos)) for j in range(len(options))),
+                           key=lambda ij: (max(ij), ij))
+            combos = [dict(combos[i], **{name: options[j]}) for i, j in pairs][:MAX_COHERENT]
         saved = {n: frame.env[n] for n in names}
         results = []
         try:
             for combo in combos:
                 frame.env.update(combo)
-                results.append(self.eval(node, frame))
+                results.append(alternatives(self.eval(node, frame)))
         finally:
             frame.env.update(saved)
-        return join(*results)
+        # round-robin, so that every combination is represented when alternatives are capped
+        longest = max(len(r) for r in results)
+        return join(*(r[i] for i in range(longest) for r in results if i < len(r)))
 
     def exec_small(self, node: cst.CSTNode, frame: Frame) -> None:
         if isinstance(node, cst.Assign):
@@ -384,6 +390,9 @@ class Interpreter:
         for option in alternatives(value):
             if isinstance(option, Sequence) and len(option.items) == count:
                 options.append(option.items[position])
+            elif isinstance(option, (Tensor, Model)):
+                # `logits, cache = model(...)`: the outputs of a forward share its role
+                options.append(option if position == 0 else Unknown())
             else:
                 options.append(Unknown())
         return join(*options)
@@ -717,7 +726,15 @@ class Interpreter:
                 return base
             if attr in ("shape", "dtype", "device", "ndim", "grad", "requires_grad", "is_cuda"):
                 return Unknown(attr)
-            return _BoundMethod(base, attr)
+            if self.algebra.has_roles(base.expr) or base.kind or attr in fw.REDUCTIONS or attr in fw.IDENTITY:
+                return _BoundMethod(base, attr)
+            # an attribute of an opaque object (`batch.old_log_probs`, `self.accelerator.backward`)
+            named = self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=True)
+            if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
+                return named
+            if isinstance(named, Model):
+                return named
+            return _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
@@ -893,8 +910,11 @@ class Interpreter:
 
     def arith(self, op: str, left: Value, right: Value, node: cst.CSTNode, frame: Frame) -> Value:
         options = []
-        for a in alternatives(left):
-            for b in alternatives(right):
+        lefts, rights = alternatives(left), alternatives(right)
+        pairs = sorted(((i, j) for i in range(len(lefts)) for j in range(len(rights))), key=lambda ij: (max(ij), ij))
+        for i, j in pairs:
+            a, b = lefts[i], rights[j]
+            if True:
                 if isinstance(a, Literal) and isinstance(b, Literal):
                     try:
                         options.append(Literal(_python_op(op, a.value, b.value)))

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
-REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sft", "teacher", "prior", "pretrained", "frozen"})
+REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sft", "teacher", "prior", "frozen"})
 OLD_TOKENS = frozenset({"old", "behav", "behavior", "behaviour", "rollout", "sampler", "sampling", "prev", "previous", "mu", "inference", "vllm", "gen", "generation"})
 LOGPROB_TOKENS = frozenset({"logp", "logps", "lp", "lps", "logprob", "logprobs", "logpi", "logit", "logits"})
 MODEL_TOKENS = frozenset({"model", "models", "net", "network", "module", "policy", "actor", "engine", "lm", "llm", "wrapper", "params", "state"})

@@ -55,6 +55,7 @@ class SymbolTable:
 
     reductions: dict[sp.Symbol, Reduction] = field(default_factory=dict)
     counter: int = 0
+    _by_inner: dict = field(default_factory=dict)
 
     def fresh(self, stem: str, **assumptions: bool) -> sp.Symbol:
         self.counter += 1
@@ -62,8 +63,14 @@ class SymbolTable:
         return sp.Symbol(f"{clean}__{self.counter}", **assumptions)
 
     def reduce(self, inner: sp.Expr, kind: str = "sum") -> sp.Symbol:
-        symbol = self.fresh("S" if kind == "sum" else "G", real=True)
-        self.reductions[symbol] = Reduction(symbol, inner, kind)
+        """The reduction symbol of `inner`: one per (inner, kind), since the analysis does not
+        tell a sum from a mean or one token axis from another (normalisers are positive)."""
+        key = (inner, kind)
+        symbol = self._by_inner.get(key)
+        if symbol is None:
+            symbol = self.fresh("S" if kind == "sum" else "G", real=True)
+            self.reductions[symbol] = Reduction(symbol, inner, kind)
+            self._by_inner[key] = symbol
         return symbol
 
     def is_reduction(self, symbol: sp.Basic) -> bool:
