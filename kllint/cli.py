@@ -53,7 +53,7 @@ def cli() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code and per file to stderr.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Analyse with N worker processes when there are more than 8 files (default: the number of CPUs).")
+              help="Analyse with N worker processes when more than 8 files need analysis (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")

@@ -111,12 +111,14 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     except UnicodeDecodeError as exc:
         return _final([syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")],
                       digest)
-    if not might_matter(text):
-        error = syntax_error(text)
-        if error is None:
-            return _final([], digest)
+    # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
+    # or not the prefilter lets the file through, and libcst never sees code Python rejects.
+    error = syntax_error(text)
+    if error is not None:
         return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
                                          error.offset or 1)], digest)
+    if not might_matter(text):
+        return _final([], digest)
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
@@ -156,8 +158,8 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
     the closest configuration); `progress` is called after each file. With `jobs` > 1 and more
-    than `kllint.parallel.THRESHOLD` files to analyse, the files are analysed by a pool of worker
-    processes (the output is the same as with one job). `cache` (a `kllint.cache.ResultCache`)
+    than `kllint.parallel.THRESHOLD` files to analyse that pass the prefilter, the files are
+    analysed by a pool of worker processes (the output is the same as with one job). `cache` (a `kllint.cache.ResultCache`)
     supplies the results of unchanged files and keeps the new ones.
 
     Raises:
@@ -187,7 +189,8 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     track = cache is not None
     from kllint import parallel
 
-    if jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable():
+    if (jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable()
+            and parallel.worth_it([files[p] for p in pending])):
         parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
         index = ProjectIndex()

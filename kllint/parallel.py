@@ -1,7 +1,7 @@
 """Analyse many files with a pool of worker processes, and survive workers that die.
 
-`engine.run` hands the files that need analysis to `analyse` when `--jobs` is above 1 and there
-are more than `THRESHOLD` of them. The pool uses the `spawn` start method (no fork: the parent
+`engine.run` hands the files that need analysis to `analyse` when `--jobs` is above 1 and more
+than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses the `spawn` start method (no fork: the parent
 may hold threads and large parsed trees). Files are grouped by folder (a package), so the files
 of one package tend to be analysed by one worker, whose `ProjectIndex` keeps the modules it has
 parsed for every file it handles; large folders are cut into several chunks so that the work
@@ -53,6 +53,24 @@ class Task:
 
 
 Done = Callable[[int, "Outcome"], None]
+
+def worth_it(items: list[Discovered]) -> bool:
+    """Whether more than THRESHOLD of `items` pass the prefilter (only those need real work;
+    starting workers costs about a second each). Reads the files until it knows."""
+    from kllint.prefilter import might_matter
+
+    candidates = 0
+    for item in items:
+        try:
+            text = item.path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if might_matter(text):
+            candidates += 1
+            if candidates > THRESHOLD:
+                return True
+    return False
+
 
 def usable() -> bool:
     """Whether workers would run the same analysis as this process.

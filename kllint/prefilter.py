@@ -1,9 +1,10 @@
 """Decide from the text alone whether a file can hold a finding, before any parsing.
 
-Every KL finding needs a reference-side or KL-side name (the analysis takes the reference role
-only from names: `ref_logp`, `base_model`, `teacher`, `batch["ref_log_probs"]`), a KL API
-(`kl_div`, `KLDivLoss`, `kl_divergence`), or a helper imported from the project that may compute
-one. Files with none of these are only checked for syntax (`ast`, much cheaper than libcst).
+Every finding needs a reference-side or KL-side name as one word of an identifier (the analysis
+takes the reference role only from names: `ref_logp`, `base_model`, `teacher`,
+`batch["ref_log_probs"]`; `kl_coef`, `per_token_kl`) or a KL API (`kl_div`, `KLDivLoss`,
+`kl_divergence`). A helper in another module is checked where it is defined. Files with none of
+these are only checked for syntax (`ast`, much cheaper than libcst).
 """
 from __future__ import annotations
 
@@ -12,22 +13,29 @@ import re
 
 from kllint.analysis.roles import REFERENCE_TOKENS
 
-_WORDS = sorted(REFERENCE_TOKENS | {"kl", "kld", "kl_div", "kldivloss", "kl_divergence", "reference"})
+# words that name the reference or a KL on their own; `base`, `init`, `initial` and `prior` only
+# next to a log-prob or model word (`base_logp`, `init_model`), since `__init__` is everywhere
+_WEAK = ("base", "init", "initial", "prior")
+_WORDS = sorted((REFERENCE_TOKENS - set(_WEAK)) | {"kl", "kld", "kls", "reference"}, key=len, reverse=True)
+_START = r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
+# a word of an identifier: `_` and camelCase humps separate words, so `ref_logp`, `refLogp` and
+# `KLDivLoss` match while `prefix` or `database` do not
 CANDIDATE = re.compile(
-    r"(?i)(?:kl|" + "|".join(re.escape(w) for w in _WORDS) + r")"
+    _START + r"(?i:" + "|".join(re.escape(w) for w in _WORDS) + r")(?![a-z])"
+    + r"|" + _START + r"(?i:" + "|".join(_WEAK) + r")_?(?i:log|lp|model|policy|logit|actor)"
+    + r"|(?i:log_?probs?|logps?|lps?|logits)_(?i:" + "|".join(_WEAK) + r")(?![a-z])"
 )
-PROJECT_IMPORT = re.compile(r"^\s*from\s+\.", re.MULTILINE)
 
 
 def might_matter(text: str) -> bool:
-    """True when the file mentions a KL or reference token, or imports from its own package."""
-    return bool(CANDIDATE.search(text)) or bool(PROJECT_IMPORT.search(text))
+    """True when the file mentions a KL or reference word (or a KL API)."""
+    return bool(CANDIDATE.search(text))
 
 
 def syntax_error(text: str) -> SyntaxError | None:
     """The syntax error of a file that is not analysed (None when it compiles)."""
     try:
-        ast.parse(text)
+        ast.parse(text[1:] if text.startswith("\ufeff") else text)  # a UTF-8 BOM is valid
     except SyntaxError as exc:
         return exc
     except (ValueError, RecursionError, MemoryError) as exc:

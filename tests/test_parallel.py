@@ -174,3 +174,15 @@ def test_replaced_analysis_stays_in_process(monkeypatch):
     assert parallel.usable()
     monkeypatch.setattr(checker, "check_source", lambda *args, **kwargs: [])
     assert not parallel.usable()
+
+
+def test_pool_only_for_enough_candidate_files(tmp_path):
+    plain = []
+    for index in range(parallel.THRESHOLD * 3):
+        path = tmp_path / f"plain{index}.py"
+        path.write_text("x = 1\n")
+        plain.append(parallel.Discovered(path, path.name))
+    assert not parallel.worth_it(plain)
+    fixtures = list(discover([str(FIXTURES / "KL102")], Settings()))
+    many = fixtures * (parallel.THRESHOLD // len(fixtures) + 1)
+    assert parallel.worth_it(plain + many)

@@ -15,6 +15,7 @@ from kllint.analysis.symbolic import (
 from kllint.analysis.values import Anchor, Tensor
 
 MAX_TRACE = 6
+COMPRESS_OPS = 40
 
 
 class Algebra:
@@ -25,6 +26,8 @@ class Algebra:
         self.kterms: dict[sp.Symbol, KLTerm] = {}
         self._wrapped: dict[tuple, sp.Symbol] = {}
         self._detached: dict[sp.Symbol, sp.Symbol] = {}
+        self._kl_cache: dict = {}
+        self._kl_cache_size = 0
 
     # -- constructors -----------------------------------------------------------------------
     def opaque(self, name: str, positive: bool = True) -> Tensor:
@@ -41,7 +44,17 @@ class Algebra:
     def has_roles(self, expr: sp.Expr) -> bool:
         return bool(self.table.role_symbols(expr)) or bool(self.kl_symbols(expr))
 
-    def kl_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
+    def kl_symbols(self, expr: sp.Expr) -> frozenset[sp.Symbol]:
+        """KL-term symbols in `expr`, looking through reductions (memoised)."""
+        cached = self._kl_cache.get(expr)
+        if cached is None or len(self.kterms) != self._kl_cache_size:
+            if len(self.kterms) != self._kl_cache_size:
+                self._kl_cache.clear()
+                self._kl_cache_size = len(self.kterms)
+            cached = self._kl_cache[expr] = frozenset(self._kl_symbols(expr))
+        return cached
+
+    def _kl_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
         found: set[sp.Symbol] = set()
         stack, seen = [expr], set()
         while stack:
@@ -198,9 +211,19 @@ class Algebra:
         if op in "+-":
             self.mark_entry(left, right, anchor)
             self.mark_entry(right, left, anchor)
-        expr = self._apply(op, left, right)
+        expr = self.compress(self._apply(op, left, right))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+
+    def compress(self, expr: sp.Expr) -> sp.Expr:
+        """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only
+        which log-probs they depend on: their structure never matters to the rules."""
+        if expr.is_Atom or sp.count_ops(expr, visual=False) < COMPRESS_OPS or self.kl_symbols(expr):
+            return expr
+        roles = sorted(self.table.role_symbols(expr), key=str)
+        if not roles:
+            return self.table.fresh("t", positive=True)
+        return sp.Function("term")(*roles)
 
     @staticmethod
     def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:

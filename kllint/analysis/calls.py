@@ -92,7 +92,8 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     """A network's forward pass: logits of the model's role; reference forwards with gradient
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
-    if model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference:
+    if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
+            and frame.depth <= 1 and (node.args or not isinstance(node.func, cst.Attribute))):
         local_sites = [site for site in frame.call_stack if site.path == it.entry.display]
         anchor = local_sites[-1] if local_sites else it.anchor(node, frame)
         it.emit(frame, CallFact(

@@ -56,6 +56,8 @@ class SymbolTable:
     reductions: dict[sp.Symbol, Reduction] = field(default_factory=dict)
     counter: int = 0
     _by_inner: dict = field(default_factory=dict)
+    _roles: dict = field(default_factory=dict)
+    _pure: dict = field(default_factory=dict)
 
     def fresh(self, stem: str, **assumptions: bool) -> sp.Symbol:
         self.counter += 1
@@ -85,8 +87,14 @@ class SymbolTable:
             expr = expr.subs({s: self.reductions[s].inner for s in present})
         return expr
 
-    def role_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
-        """Role symbols (LP, LPD, REF, OLD) in `expr`, looking through reductions."""
+    def role_symbols(self, expr: sp.Expr) -> frozenset[sp.Symbol]:
+        """Role symbols (LP, LPD, REF, OLD) in `expr`, looking through reductions (memoised)."""
+        cached = self._roles.get(expr)
+        if cached is None:
+            cached = self._roles[expr] = frozenset(self._role_symbols(expr))
+        return cached
+
+    def _role_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
         found: set[sp.Symbol] = set()
         stack = [expr]
         seen: set[sp.Basic] = set()
@@ -101,7 +109,13 @@ class SymbolTable:
         return found
 
     def is_pure(self, expr: sp.Expr) -> bool:
-        """Built only from role symbols, numbers and reductions of pure expressions."""
+        """Built only from role symbols, numbers and reductions of pure expressions (memoised)."""
+        cached = self._pure.get(expr)
+        if cached is None:
+            cached = self._pure[expr] = self._is_pure(expr)
+        return cached
+
+    def _is_pure(self, expr: sp.Expr) -> bool:
         for symbol in expr.free_symbols:
             if symbol in ROLE_SYMBOLS:
                 continue

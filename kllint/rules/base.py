@@ -50,7 +50,7 @@ class RuleContext:
         else the call site in this file through which the value came (the anchor becomes a step)."""
         if anchor.path == self.entry.display:
             return anchor, ()
-        for site in list(call_sites) + list(call_stack):
+        for site in list(call_sites) + list(reversed(tuple(call_stack))):
             if site.path == self.entry.display:
                 return site, (anchor.step("the estimate is computed here (another module)"),)
         return anchor, ()
