@@ -31,6 +31,8 @@ from kllint.analysis.values import (
 MAX_DEPTH = 6
 MAX_STEPS = 60_000
 MAX_COHERENT = 16
+METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
+                          "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 RELEVANT = re.compile(
     r"(?i)kl|ref|teacher|base_|init_|log_?p|log_?prob|logit|backward|advantage|reward|scores|"
@@ -728,7 +730,10 @@ class Interpreter:
                 return Unknown(attr)
             if self.algebra.has_roles(base.expr) or base.kind or attr in fw.REDUCTIONS or attr in fw.IDENTITY:
                 return _BoundMethod(base, attr)
-            # an attribute of an opaque object (`batch.old_log_probs`, `self.accelerator.backward`)
+            # an attribute of an opaque object (`batch.old_log_probs`, `self.accelerator.backward`);
+            # `manager.compute_logprobs` is a method, not a tensor
+            if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
+                return _Attr(str(base.expr).split("__")[0], attr)
             named = self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=True)
             if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
                 return named

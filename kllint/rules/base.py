@@ -44,21 +44,24 @@ class RuleContext:
         self._once.add((code, key))
         return True
 
-    def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = ()
-                 ) -> tuple[Anchor, tuple[TraceStep, ...]]:
+    def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (),
+                 fallback: Anchor | None = None) -> tuple[Anchor, tuple[TraceStep, ...]] | None:
         """The primary location in the checked file: the anchor itself when it is in this file,
         else the call site in this file through which the value came (the anchor becomes a step)."""
         if anchor.path == self.entry.display:
             return anchor, ()
-        for site in list(call_sites) + list(reversed(tuple(call_stack))):
+        for site in list(call_sites) + list(reversed(tuple(call_stack))) + ([fallback] if fallback else []):
             if site.path == self.entry.display:
                 return site, (anchor.step("the estimate is computed here (another module)"),)
-        return anchor, ()
+        return None  # the finding belongs to another file, which reports it when checked
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
-               estimate: Estimate | None = None) -> None:
-        primary, extra = self.localize(anchor, call_sites, call_stack)
+               estimate: Estimate | None = None, fallback: Anchor | None = None) -> None:
+        located = self.localize(anchor, call_sites, call_stack, fallback)
+        if located is None:
+            return
+        primary, extra = located
         if primary is not anchor and fix is not None and fix.replacement:
             fix = Fix("display-only", fix.description)
         info = BY_CODE[code]

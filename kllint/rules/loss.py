@@ -97,7 +97,7 @@ class EstimateAsLoss:
             return
         ctx.report(code, item.term.anchor, self.MESSAGES[code].format(est=estimator_words(item.term)),
                    help=loss_help(item), trace=_trace(item, f"{item.term.estimator.name} estimate"),
-                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack,
+                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
                    fix=loss_rewrite(item, ctx), estimate=_estimate(item, ctx))
 
 
@@ -117,7 +117,7 @@ class DeadKLLoss:
         ctx.report("KL104", where,
                    f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
                    help="compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
-                   trace=_trace(item, "KL estimate without gradient"), call_stack=item.fact.call_stack,
+                   trace=_trace(item, "KL estimate without gradient"), call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
                    fix=Fix("display-only", "recompute the KL from live log-probs"))
 
 
@@ -131,7 +131,7 @@ class InvertedPenalty:
         ctx.report("KL105", where,
                    "the KL penalty is subtracted from a loss that is minimised: training maximises the divergence from the reference",
                    help="add the penalty: `loss = policy_loss + kl_coef * kl_loss`",
-                   trace=_trace(item, "KL estimate"), call_stack=item.fact.call_stack)
+                   trace=_trace(item, "KL estimate"), call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
 
 
 class PerTokenKLLoss:
@@ -148,7 +148,7 @@ class PerTokenKLLoss:
         ctx.report("KL201", item.term.anchor,
                    "per-token KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
                    help=token_credit_help(), trace=_trace(item, f"per-token {item.term.estimator.name} estimate"),
-                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack,
+                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
                    estimate=_estimate(item, ctx))
 
@@ -165,7 +165,7 @@ class OffPolicyWithoutWeight:
                    f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
                    help="multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
                    trace=_trace(item, "KL estimate"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
 
 
 class SequenceRatioOnTokenKL:
@@ -178,7 +178,7 @@ class SequenceRatioOnTokenKL:
                    "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
                    help="weight each token's KL with its own ratio `exp(logp - old_logp)`",
                    trace=_trace(item, "per-token KL times a sequence ratio"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
 
 
 class ReferenceAsBehaviour:
@@ -191,7 +191,7 @@ class ReferenceAsBehaviour:
                    "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
                    help="use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
                    trace=_trace(item, "ratio pi/pi_ref"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
 
 
 LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(), OffPolicyWithoutWeight(),

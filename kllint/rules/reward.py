@@ -32,19 +32,19 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
         ctx.report("KL301", term.anchor,
                    f"{estimator_words(term)} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help="detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)",
-                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack,
+                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("unsafe", "detach the KL term", None))
     if name not in (None, "k1"):
         ctx.report("KL302", term.anchor,
                    f"{estimator_words(term)} is used as a reward: only k1 gives an unbiased gradient"
                    + (" (k3 gives grad KL(pi||ref) - grad KL(ref||pi))" if name == "k3" else ""),
                    help="use k1 in the reward: `kl = logp - ref_logp` (detached), with returns or GAE over the whole response",
-                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack,
+                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"))
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,
                    f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
                    help="accumulate the KL rewards from the end: `kl_rtg = kl.flip(-1).cumsum(-1).flip(-1)`, or compute returns/GAE with gamma = 1 over the token rewards",
-                   trace=trace, call_stack=fact.call_stack,
+                   trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"))
