@@ -57,11 +57,14 @@ def cli() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
+@click.option("--confirm", is_flag=True,
+              help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
+                   "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
           baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
-          jobs: int | None, no_cache: bool, cache_dir: str | None) -> None:
+          jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -74,7 +77,7 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         select=select or None, extend_select=extend_select, ignore=ignore, config=config,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
-        write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
+        write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir, confirm=confirm,
     )
     try:
         code = run_check(options)
@@ -120,6 +123,15 @@ def list_rules() -> None:
     width = max(len(r.name) for r in RULES)
     for info in RULES:
         click.echo(f"{info.code}  {info.name:<{width}}  {info.summary}")
+
+
+def _register_gradcheck() -> None:
+    from kllint.gradcheck.command import gradcheck
+
+    cli.add_command(gradcheck)
+
+
+_register_gradcheck()
 
 
 def main() -> None:

@@ -58,6 +58,7 @@ class CheckOptions:
     jobs: int | None = None
     no_cache: bool = False
     cache_dir: str | None = None
+    confirm: bool = False
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -319,6 +320,8 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     hidden: list[Diagnostic] = []
     if baseline is not None:
         diagnostics, hidden = baseline.split(diagnostics)
+    if options.confirm:
+        diagnostics = confirm_findings(diagnostics)
 
     if options.add_noqa:
         added = _add_noqa(files, diagnostics, err)
@@ -365,6 +368,31 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     if result.internal_errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
+
+
+def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate. A
+    finding the checker contradicts is kept and says so.
+
+    Raises:
+        UsageError: neither PyTorch nor JAX is installed (one line naming the extra).
+    """
+    from dataclasses import replace
+
+    from kllint.gradcheck.confirm import confirm_estimate
+    from kllint.gradcheck.errors import MissingFrameworkError
+
+    confirmed = []
+    for diagnostic in diagnostics:
+        if diagnostic.estimate is None:
+            confirmed.append(diagnostic)
+            continue
+        try:
+            verdict = confirm_estimate(diagnostic.estimate, diagnostic.code)
+        except MissingFrameworkError as exc:
+            raise UsageError(str(exc)) from None
+        confirmed.append(replace(diagnostic, confirmed=verdict))
+    return confirmed
 
 
 def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:

@@ -7,4 +7,12 @@ from kllint.rules.base import RuleContext
 
 
 def check_call(fact: CallFact, ctx: RuleContext) -> None:
-    ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack)
+    estimate = None
+    if fact.code == "KL601":  # the clamped estimate, for a NaN-gradient check on an extreme input
+        from types import SimpleNamespace
+
+        from kllint.rules.fixes import estimate_for
+
+        estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
+    ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack,
+               estimate=estimate)

@@ -171,7 +171,9 @@ def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:
-    steps = tuple(anchor.step("computed here") for anchor in term.trace) + (term.anchor.step(note),)
+    steps = tuple(anchor.step("computed here") for anchor in term.trace
+                  if (anchor.path, anchor.span.line) != (term.anchor.path, term.anchor.span.line))
+    steps += (term.anchor.step(note),)
     steps += tuple(site.step("returned from the helper to this call") for site in term.call_sites)
     return steps
 

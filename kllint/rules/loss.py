@@ -118,7 +118,7 @@ class DeadKLLoss:
                    f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
                    help="compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
                    trace=_trace(item, "KL estimate without gradient"), call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
-                   fix=Fix("display-only", "recompute the KL from live log-probs"))
+                   fix=Fix("display-only", "recompute the KL from live log-probs"), estimate=_estimate(item, ctx))
 
 
 class InvertedPenalty:
@@ -165,7 +165,7 @@ class OffPolicyWithoutWeight:
                    f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
                    help="multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
                    trace=_trace(item, "KL estimate"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
 
 
 class SequenceRatioOnTokenKL:
@@ -178,7 +178,7 @@ class SequenceRatioOnTokenKL:
                    "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
                    help="weight each token's KL with its own ratio `exp(logp - old_logp)`",
                    trace=_trace(item, "per-token KL times a sequence ratio"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
 
 
 class ReferenceAsBehaviour:
@@ -191,7 +191,7 @@ class ReferenceAsBehaviour:
                    "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
                    help="use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
                    trace=_trace(item, "ratio pi/pi_ref"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
+                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
 
 
 LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(), OffPolicyWithoutWeight(),

@@ -47,4 +47,5 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
                    f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
                    help="accumulate the KL rewards from the end: `kl_rtg = kl.flip(-1).cumsum(-1).flip(-1)`, or compute returns/GAE with gamma = 1 over the token rewards",
                    trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
-                   fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"))
+                   fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"),
+                   estimate=estimate_for(term, ctx, usage="reward"))
