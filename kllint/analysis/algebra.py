@@ -4,6 +4,7 @@ it meets anything else (a coefficient, an advantage, another loss term).
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable
 
 import sympy as sp
@@ -14,6 +15,7 @@ from kllint.analysis.symbolic import (
 )
 from kllint.analysis.values import Anchor, Tensor
 
+OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
 COMPRESS_OPS = 40
 
@@ -228,19 +230,9 @@ class Algebra:
     @staticmethod
     def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:
         try:
-            if op == "+":
-                return x + y
-            if op == "-":
-                return x - y
-            if op == "*":
-                return x * y
-            if op == "/":
-                return x / y
-            if op == "**":
-                return x ** y
-        except (TypeError, ValueError, ZeroDivisionError):
-            pass
-        return sp.Function("op")(x, y)
+            return OPERATORS[op](x, y)
+        except (TypeError, ValueError, ZeroDivisionError, KeyError):
+            return sp.Function("op")(x, y)
 
     @staticmethod
     def _trace(t: Tensor) -> tuple:

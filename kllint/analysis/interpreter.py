@@ -18,7 +18,7 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
-from kllint.analysis.algebra import Algebra
+from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.facts import CallFact, LossFact, RewardFact
 from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
@@ -922,7 +922,7 @@ class Interpreter:
             if True:
                 if isinstance(a, Literal) and isinstance(b, Literal):
                     try:
-                        options.append(Literal(_python_op(op, a.value, b.value)))
+                        options.append(Literal(OPERATORS[op](a.value, b.value)))
                     except Exception:  # noqa: BLE001
                         options.append(Unknown())
                     continue
@@ -1073,20 +1073,6 @@ def _numeric(value: Value) -> bool:
     if isinstance(value, Literal):
         return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
     return isinstance(value, (Tensor, Model, ConfigValue, Unknown, _Attr))
-
-
-def _python_op(op: str, a: Any, b: Any) -> Any:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a / b
-    if op == "**":
-        return a ** b
-    raise ValueError(op)
 
 
 _NAME_CACHE: dict[tuple[str, int], tuple[Any, list[str]]] = {}
