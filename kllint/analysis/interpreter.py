@@ -403,6 +403,9 @@ class Interpreter:
         """Name-based roles for values the dataflow knows nothing about (`ref_lp = f(...)`)."""
         options = []
         for option in alternatives(value):
+            if isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old":
+                options.append(option.with_(expr=OLD))  # the rollout policy's log-probs, read back
+                continue
             if isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr)
                                                and option.anchor is None and not option.expr.is_number
                                                and option.kind is None):

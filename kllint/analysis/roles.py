@@ -57,10 +57,17 @@ def logprob_role(name: str) -> str | None:
     return "policy"
 
 
+NON_MODEL_TOKENS = frozenset({
+    "loss", "losses", "optim", "optimizer", "lr", "scheduler", "grad", "grads", "step", "steps", "kl", "reward",
+    "rewards", "ratio", "adv", "advantage", "advantages", "entropy", "clip", "coef", "weight", "weights", "mask",
+    "metrics", "stats", "path", "dir", "name", "id", "ids", "type", "cls", "class", "kwargs", "num", "size",
+})
+
+
 def model_role(name: str) -> str | None:
     """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None."""
     toks = tokens(name)
-    if not any(t in MODEL_TOKENS for t in toks):
+    if not any(t in MODEL_TOKENS for t in toks) or any(t in NON_MODEL_TOKENS for t in toks):
         return None
     if any(t in LOGPROB_TOKENS for t in toks) or any(t in NOT_TENSOR_TOKENS - {"params", "state"} for t in toks):
         return None
