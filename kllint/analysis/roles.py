@@ -15,7 +15,7 @@ REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sf
 OLD_TOKENS = frozenset({"old", "behav", "behavior", "behaviour", "rollout", "sampler", "sampling", "prev", "previous", "mu", "inference", "vllm", "gen", "generation"})
 LOGPROB_TOKENS = frozenset({"logp", "logps", "lp", "lps", "logprob", "logprobs", "logpi", "logit", "logits"})
 MODEL_TOKENS = frozenset({"model", "models", "net", "network", "module", "policy", "actor", "engine", "lm", "llm", "wrapper", "params", "state"})
-NOT_TENSOR_TOKENS = frozenset({"config", "cfg", "args", "tokenizer", "processor", "fn", "func", "type", "name", "mode", "coef", "coeff", "beta", "ctl", "controller", "metrics", "stats", "optimizer", "opt", "scheduler", "path", "dir"})
+NOT_TENSOR_TOKENS = frozenset({"config", "cfg", "args", "tokenizer", "processor", "fn", "func", "type", "name", "mode", "coef", "coeff", "beta", "ctl", "ctrl", "controller", "metrics", "stats", "optimizer", "opt", "scheduler", "path", "dir", "weight", "target", "threshold", "horizon", "estimator", "penalty", "loss", "clip"})
 KL_TOKENS = frozenset({"kl", "kls", "kld"})
 
 

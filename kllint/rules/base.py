@@ -57,7 +57,7 @@ class RuleContext:
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
-               estimate: Estimate | None = None, fallback: Anchor | None = None) -> None:
+               estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "") -> None:
         located = self.localize(anchor, call_sites, call_stack, fallback)
         if located is None:
             return
@@ -70,22 +70,25 @@ class RuleContext:
         when = condition_text(anchor.conditions)
         if key in self._pending:
             self._pending[key][1].append(when)
+            self._pending[key][2].append(variant)
             return
         diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
                                 message, help, steps, fix, estimate)
-        self._pending[key] = (diagnostic, [when])
+        self._pending[key] = (diagnostic, [when], [variant])
 
     def diagnostics(self) -> list[Diagnostic]:
         """The findings, one per code and place; the configurations that lead to it are merged
         into the message (`when kl_loss_type is 'k3' or 'low_var_kl'; or when ...`)."""
         out = []
-        for diagnostic, conditions in self._pending.values():
-            if "" in conditions:
-                out.append(diagnostic)
-                continue
-            unique = list(dict.fromkeys(conditions))
-            suffix = " (when " + "; or when ".join(unique[:4]) + ("; ..." if len(unique) > 4 else "") + ")"
-            out.append(replace(diagnostic, message=diagnostic.message + suffix))
+        for diagnostic, conditions, variants in self._pending.values():
+            message = diagnostic.message
+            kinds = [v for v in dict.fromkeys(variants) if v]
+            if len(kinds) > 1:
+                message += f" (estimators reaching here: {', '.join(sorted(kinds))})"
+            if "" not in conditions:
+                unique = list(dict.fromkeys(conditions))
+                message += " (when " + "; or when ".join(unique[:4]) + ("; ..." if len(unique) > 4 else "") + ")"
+            out.append(replace(diagnostic, message=message))
         return sorted(out, key=lambda d: d.sort_key)
 
 

@@ -150,7 +150,7 @@ class PerTokenKLLoss:
                    help=token_credit_help(), trace=_trace(item, f"per-token {item.term.estimator.name} estimate"),
                    call_sites=item.term.call_sites, call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
-                   estimate=_estimate(item, ctx))
+                   estimate=_estimate(item, ctx), variant=item.term.estimator.name)
 
 
 class OffPolicyWithoutWeight:

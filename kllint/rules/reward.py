@@ -40,7 +40,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
                    + (" (k3 gives grad KL(pi||ref) - grad KL(ref||pi))" if name == "k3" else ""),
                    help="use k1 in the reward: `kl = logp - ref_logp` (detached), with returns or GAE over the whole response",
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
-                   fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"))
+                   fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name)
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,
