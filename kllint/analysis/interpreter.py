@@ -214,7 +214,7 @@ class Interpreter:
             return Model(model, name)
         if roles.is_mask_name(name):
             return Tensor(self.algebra.table.fresh(name, positive=True), kind="mask")
-        if roles.is_kl_name(name) and anchor is not None:
+        if parameter and roles.is_kl_name(name) and anchor is not None:
             return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
         toks = roles.tokens(name)
         if any(t in CONFIG_TOKENS for t in toks):
