@@ -10,10 +10,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from kllint.api import check_paths
 from releases import release_tree
 
 pytestmark = pytest.mark.network
@@ -48,28 +48,47 @@ def _package(spec: str) -> Path:
     return release_tree(spec) / PACKAGES[spec]
 
 
-def _check(spec: str):
-    return check_paths([str(_package(spec))])
+@pytest.fixture(scope="module")
+def all_four(tmp_path_factory) -> dict:
+    """One CLI run (JSON, two workers, no cache) over the four package trees, as a user runs it."""
+    folders = [str(_package(spec).resolve()) for spec in PACKAGES]
+    cwd = tmp_path_factory.mktemp("run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kllint", "check", *folders, "--output-format", "json", "-j", "2", "--no-cache"],
+        capture_output=True, text=True, cwd=cwd, timeout=3600,
+    )
+    return {"proc": proc, "folders": dict(zip(PACKAGES, folders)), "findings": json.loads(proc.stdout or "[]")}
+
+
+def _release(all_four: dict, spec: str) -> SimpleNamespace:
+    """The findings of one release, shaped like `check_paths`' result."""
+    root = all_four["folders"][spec] + "/"
+    diagnostics = [
+        SimpleNamespace(code=f["code"], path=f["path"], message=f["message"],
+                        span=SimpleNamespace(line=f["line"], column=f["column"]))
+        for f in all_four["findings"] if f["path"].startswith(root)
+    ]
+    return SimpleNamespace(diagnostics=diagnostics)
 
 
 @pytest.fixture(scope="module")
-def trl_new():
-    return _check(TRL_NEW)
+def trl_new(all_four):
+    return _release(all_four, TRL_NEW)
 
 
 @pytest.fixture(scope="module")
-def trl_old():
-    return _check(TRL_OLD)
+def trl_old(all_four):
+    return _release(all_four, TRL_OLD)
 
 
 @pytest.fixture(scope="module")
-def tunix():
-    return _check(TUNIX)
+def tunix(all_four):
+    return _release(all_four, TUNIX)
 
 
 @pytest.fixture(scope="module")
-def verl():
-    return _check(VERL)
+def verl(all_four):
+    return _release(all_four, VERL)
 
 
 def _in_file(result, suffix: str) -> list:
@@ -145,14 +164,11 @@ def test_verl_kl_loss_messages_name_the_options(verl) -> None:
 
 # --- all four together: no internal errors -----------------------------------------------------
 
-def test_all_four_releases_without_internal_errors(tmp_path: Path) -> None:
-    folders = [str(_package(spec)) for spec in PACKAGES]
-    proc = subprocess.run(
-        [sys.executable, "-m", "kllint", "check", *folders, "--output-format", "json"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=3600,
-    )
+def test_all_four_releases_without_internal_errors(all_four) -> None:
+    proc = all_four["proc"]
     assert proc.returncode in (0, 1), f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
     assert "internal error" not in proc.stderr, proc.stderr[-4000:]
-    findings = json.loads(proc.stdout)
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    findings = all_four["findings"]
     assert isinstance(findings, list)
     assert "KL900" not in {f["code"] for f in findings}, [f for f in findings if f["code"] == "KL900"][:5]
