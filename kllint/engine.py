@@ -37,6 +37,19 @@ class RunResult:
     files_checked: int = 0
 
 
+def decode_source(raw: bytes) -> str:
+    """Source bytes to text with the encoding Python would use (PEP 263 cookie or BOM, else UTF-8).
+
+    Raises:
+        UnicodeDecodeError, LookupError, SyntaxError: undecodable bytes or a bad encoding cookie.
+    """
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding)
+
+
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
     info = BY_CODE["KL900"]
     return Diagnostic(info.code, info.name, info.severity, display,
@@ -107,9 +120,13 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
         return _final([syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
                                                   "not checked")], digest)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return _final([syntax_diagnostic(display, f"file is not valid UTF-8 (byte {exc.start}); not checked")],
+        text = decode_source(raw)
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        start = getattr(exc, "start", 0) or 0
+        line = raw[:start].count(b"\n") + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        reason = f"byte {start} is not valid in the file's encoding" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
                       digest)
     # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
     # or not the prefilter lets the file through, and libcst never sees code Python rejects.

@@ -247,7 +247,9 @@ def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Conso
 
 
 def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}{'es' if word.endswith(('x', 's', 'sh', 'ch')) else 's'}"
 
 
 def _say(err: Console, message: str) -> None:
@@ -379,8 +381,15 @@ def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     """
     from dataclasses import replace
 
+    import importlib.util
+
     from kllint.gradcheck.confirm import confirm_estimate
     from kllint.gradcheck.errors import MissingFrameworkError
+
+    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
+    if not have["numpy"] or not (have["torch"] or have["jax"]):
+        raise UsageError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
+                         "pip install 'kllint[torch]' or 'kllint[jax]'")
 
     confirmed = []
     for diagnostic in diagnostics:

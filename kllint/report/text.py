@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -34,10 +35,14 @@ def render(diagnostics: list[Diagnostic], console: Console) -> None:
             for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
                 if number > len(lines):
                     break
-                console.print(Text(f"{number:>{gutter}} | ", style="blue") + Text(lines[number - 1]))
+                line = lines[number - 1]
+                console.print(Text(f"{number:>{gutter}} | ", style="blue") + Text(line.expandtabs(4)))
                 if number == d.span.line:
-                    end = d.span.end_column if d.span.end_line == d.span.line else len(lines[number - 1]) + 1
-                    marks = " " * (d.span.column - 1) + "^" * max(1, end - d.span.column)
+                    end = d.span.end_column if d.span.end_line == d.span.line else len(line) + 1
+                    # columns count characters; tabs and wide characters are laid out as displayed
+                    before = cell_len(line[: d.span.column - 1].expandtabs(4))
+                    width = cell_len(line[d.span.column - 1: end - 1].expandtabs(4))
+                    marks = " " * before + "^" * max(1, width)
                     console.print(Text(" " * gutter + " | ", style="blue") + Text(marks, style="bold red"))
         for index, step in enumerate(d.trace, 1):
             console.print(Text(f"  {index}. {step.path}:{step.line}:{step.column}: {step.note}", style="dim"))
