@@ -20,6 +20,14 @@ MAX_TRACE = 6
 COMPRESS_OPS = 40
 
 
+def _larger_than(expr: sp.Expr, limit: int) -> bool:
+    """Whether the expression tree has more than `limit` nodes (stops counting early)."""
+    for count, _ in enumerate(sp.preorder_traversal(expr), 1):
+        if count > limit:
+            return True
+    return False
+
+
 class Algebra:
     """Expression building for one analysed file (shared by all frames)."""
 
@@ -220,7 +228,7 @@ class Algebra:
     def compress(self, expr: sp.Expr) -> sp.Expr:
         """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only
         which log-probs they depend on: their structure never matters to the rules."""
-        if expr.is_Atom or sp.count_ops(expr, visual=False) < COMPRESS_OPS or self.kl_symbols(expr):
+        if expr.is_Atom or not _larger_than(expr, COMPRESS_OPS) or self.kl_symbols(expr):
             return expr
         roles = sorted(self.table.role_symbols(expr), key=str)
         if not roles:

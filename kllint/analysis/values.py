@@ -188,6 +188,7 @@ def alternatives(value: Value) -> tuple[Value, ...]:
 def join(*values: Value) -> Value:
     """Merge values from branches, dropping duplicates."""
     options: list[Value] = []
+    keys: set = set()
     plain_seen = False
     for value in values:
         for option in alternatives(value):
@@ -198,7 +199,9 @@ def join(*values: Value) -> Value:
                 if plain_seen:
                     continue
                 plain_seen = True
-            if not any(option is seen or _same(option, seen) for seen in options):
+            key = _key(option)
+            if key not in keys:
+                keys.add(key)
                 options.append(option)
     if not options:
         return Unknown()
@@ -236,12 +239,12 @@ def _plain(value: Value) -> bool:
     return False
 
 
-def _same(a: Value, b: Value) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Tensor):
-        return a.expr == b.expr and a.anchor == b.anchor
+def _key(value: Value) -> object:
+    """A hashable identity for de-duplicating alternatives (sympy expressions hash structurally)."""
+    if isinstance(value, Tensor):
+        return ("tensor", value.expr, value.anchor)
     try:
-        return a == b
-    except Exception:  # noqa: BLE001 - sympy comparisons may raise
-        return False
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return value
