@@ -4,13 +4,15 @@ installed torch package's own sources) and on randomly damaged versions of the f
 - `test_torch_corpus` (marker `slow`, run by CI) checks a deterministic subset of torch's `.py`
   files (every third file in sorted order, see STRIDE: the whole tree is over the 5-minute
   budget on 2 cores) in one `kllint check --output-format json -j 2` run: no internal error, no traceback,
-  KL900 exactly on the files that `ast.parse` rejects, plus files libcst cannot parse although
-  `ast` can (counted and printed) and files that are not UTF-8. A second, warm run over the
+  KL900 exactly on the files that `ast.parse` rejects (given the bytes, so decoded as Python
+  does), plus files libcst cannot parse although `ast` can (counted and printed); four made-up
+  files are added (truncated, not UTF-8, a PEP 263 cookie, a BOM) since torch's all parse. A second, warm run over the
   cache it filled must print the same JSON.
 - `test_mutated_fixtures_never_crash` (hypothesis) deletes, duplicates and swaps lines of
   fixture files, inserts tokens, NUL bytes and invalid UTF-8, or truncates them, and checks
   each result twice through `kllint.api.check_paths`: no exception escapes, no internal error,
-  a list of diagnostics, and the same output both times.
+  a list of diagnostics, the same output both times, and KL900 exactly when Python rejects the
+  bytes (or, for a file Python accepts, libcst does).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def _ast_accepts(data: bytes | str) -> bool:
 
 def _libcst_accepts(data: bytes) -> bool:
     try:
-        libcst.parse_module(data.decode("utf-8"))
+        libcst.parse_module(data)  # bytes: libcst decodes them as Python does (PEP 263)
     except Exception:  # noqa: BLE001 - any failure counts as a rejection
         return False
     return True
@@ -78,7 +80,8 @@ def test_torch_corpus(tmp_path):
     extra.mkdir()
     sample = files[len(files) // 2].read_bytes()
     (extra / "truncated.py").write_bytes(sample[: len(sample) // 2] + b"\ndef broken(:\n")
-    (extra / "latin1.py").write_bytes(b"name = '\xe9t\xe9'\n")
+    (extra / "latin1.py").write_bytes(b"name = '\xe9t\xe9'\n")  # not UTF-8, no coding cookie
+    (extra / "cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\nkl_name = '\xe9t\xe9'\n")
     (extra / "bom.py").write_bytes(b"\xef\xbb\xbfkl = 1\n")
     files = files + sorted(extra.iterdir())
     command = [sys.executable, "-m", "kllint", "check", "--output-format", "json", "-j", "2",
@@ -92,23 +95,16 @@ def test_torch_corpus(tmp_path):
     findings = json.loads(cold.stdout)
 
     kl900 = {d["path"] for d in findings if d["code"] == "KL900"}
-    rejected_by_ast, rejected_by_libcst_only, not_utf8 = set(), set(), set()
+    rejected_by_ast, rejected_by_libcst_only = set(), set()
     for path in files:
         display = path.relative_to(root.parent).as_posix() if path.is_relative_to(root.parent) else path.as_posix()
         data = path.read_bytes()
-        if not _ast_accepts(data):
+        if not _ast_accepts(data):  # bytes: decoded as Python does (BOM, PEP 263 cookie, else UTF-8)
             rejected_by_ast.add(display)
-            continue
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            not_utf8.add(display)
-            assert display in kl900, display
-            continue
-        if display in kl900 and not _libcst_accepts(data):
+        elif display in kl900 and not _libcst_accepts(data):
             rejected_by_libcst_only.add(display)
     assert rejected_by_ast <= kl900, sorted(rejected_by_ast - kl900)
-    unexplained = kl900 - rejected_by_ast - rejected_by_libcst_only - not_utf8
+    unexplained = kl900 - rejected_by_ast - rejected_by_libcst_only
     assert not unexplained, sorted(unexplained)
     assert {Path(p).name for p in kl900 if Path(p).parent.name == "damaged"} == {"truncated.py", "latin1.py"}
 
@@ -117,10 +113,10 @@ def test_torch_corpus(tmp_path):
     warm_seconds = time.monotonic() - started
     assert warm.stdout == cold.stdout
     assert "Traceback" not in warm.stderr and "internal error" not in warm.stderr
-    print(f"\ntorch corpus: {len(files) - 3} of {len(sorted(root.rglob('*.py')))} files (1 in {STRIDE}), "
+    print(f"\ntorch corpus: {len(files) - 4} of {len(sorted(root.rglob('*.py')))} files (1 in {STRIDE}), "
           f"cold {cold_seconds:.1f} s, warm {warm_seconds:.1f} s; {len(findings)} findings; KL900 on "
           f"{len(kl900)} files: {len(rejected_by_ast)} rejected by ast, {len(rejected_by_libcst_only)} "
-          f"by libcst only, {len(not_utf8)} not UTF-8 (3 damaged files added: 2 KL900)")
+          f"by libcst only (4 made-up files added, 2 of them damaged)")
 
 
 # -- fuzzing -----------------------------------------------------------------------------------
@@ -180,12 +176,7 @@ def test_mutated_fixtures_never_crash(data):
     assert _render(first) == _render(second)
     assert first.files_checked == 1
     kl900 = [d for d in first.diagnostics if d.code == "KL900"]
-    try:
-        text = mutated.decode("utf-8")
-    except UnicodeDecodeError:
-        assert kl900 and "UTF-8" in kl900[0].message
-        return
-    if not _ast_accepts(text.removeprefix("\ufeff")):
+    if not _ast_accepts(mutated):  # bytes: decoded as Python does (BOM, PEP 263 cookie, else UTF-8)
         assert kl900, "Python rejects this file: KL900 expected"
     elif kl900:  # Python accepts it: only libcst may have refused it
         assert not _libcst_accepts(mutated) or "too deep" in kl900[0].message, kl900[0].message

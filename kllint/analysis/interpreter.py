@@ -87,7 +87,7 @@ class Interpreter:
         self.facts: list[Any] = []
         self.steps = 0
         self.grad_targets: set[str] = set()
-        self.name_roles: dict[tuple[str, str], dict[str, str]] = {}
+        self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}
         self._plain_calls: dict[tuple, tuple[Any, Value]] = {}
@@ -628,7 +628,7 @@ class Interpreter:
         if name in frame.env:
             value = frame.env[name]
             if isinstance(value, Tensor) and value.expr in (LP, LPD, REF, OLD):
-                self.name_roles.setdefault((frame.module.display, frame.function), {})[name] = str(value.expr)
+                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(str(value.expr))
             return value
         if frame.closure is not None and name in frame.closure:
             return frame.closure[name]

@@ -32,7 +32,7 @@ class RuleContext:
     entry: ModuleInfo
     algebra: Algebra
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
-    name_roles: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    name_roles: dict[tuple[str, str], dict[str, set[str]]] = field(default_factory=dict)
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)

@@ -122,7 +122,10 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
         if name in module.imports or name in MODULE_ALIASES:
             aliases.append((name, module.imports.get(name, name)))
             continue
-        role = ROLE_NAMES.get(known.get(name, ""), None) or name_roles.logprob_role(name)
+        seen = known.get(name, set())
+        # a name seen with several roles (branches): the reference or live side is the KL's operand
+        preferred = next((r for r in ("ref", "logp", "old", "logp_detached") if r in seen), "")
+        role = ROLE_NAMES.get(preferred) or name_roles.logprob_role(name)
         if role is None and name_roles.is_mask_name(name):
             role = "mask"
         if role is not None:
