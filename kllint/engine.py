@@ -125,7 +125,8 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
         start = getattr(exc, "start", 0) or 0
         line = raw[:start].count(b"\n") + 1
         column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
-        reason = f"byte {start} is not valid in the file's encoding" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        reason = (f"byte {start} is not valid {exc.encoding.upper().replace('UTF-8-SIG', 'UTF-8')}"
+                  if isinstance(exc, UnicodeDecodeError) else str(exc))
         return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
                       digest)
     # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
