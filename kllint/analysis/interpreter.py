@@ -28,9 +28,10 @@ from kllint.analysis.values import (
     Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
-MAX_DEPTH = 6
+MAX_DEPTH = 4
 MAX_STEPS = 60_000
 MAX_COHERENT = 16
+GRAD_CALL = re.compile(r"(?:\b([A-Za-z_][\w.]*)\.)?\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
@@ -63,6 +64,7 @@ class Frame:
     closure: dict[str, Value] | None = None
     active: tuple[int, ...] = ()
     returned: bool = False
+    return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
 
     def child(self, **changes: Any) -> "Frame":
         return replace(self, **changes)
@@ -124,17 +126,14 @@ class Interpreter:
         return [s for s in self.entry.tree.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
 
     def _find_grad_targets(self) -> set[str]:
+        """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,
+        `value_and_grad(f, has_aux=True)`, `nnx.grad`, `eqx.filter_grad`), read from the text."""
         targets: set[str] = set()
-
-        class Finder(cst.CSTVisitor):
-            def visit_Call(inner, node: cst.Call) -> None:  # noqa: N805
-                name = dotted_name(node.func) or ""
-                qual = self.qualify(name, self.entry)
-                if qual in fw.GRAD_TRANSFORMS or name.endswith(("value_and_grad", ".grad")) and name.split(".")[0] in ("jax", "nnx", "eqx"):
-                    if node.args and isinstance(node.args[0].value, cst.Name):
-                        targets.add(node.args[0].value.value)
-
-        self.entry.tree.visit(Finder())
+        for match in GRAD_CALL.finditer(self.entry.text):
+            alias, transform, name = match.groups()
+            qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
+            if qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
+                targets.add(name)
         return targets
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
@@ -175,17 +174,8 @@ class Interpreter:
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
 
     def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
-        found: list[cst.Return] = []
-
-        class Finder(cst.CSTVisitor):
-            def visit_FunctionDef(inner, inner_node: cst.FunctionDef) -> bool:  # noqa: N805
-                return inner_node is node
-
-            def visit_Return(inner, ret: cst.Return) -> None:  # noqa: N805
-                found.append(ret)
-
-        node.visit(Finder())
-        return self.anchor(found[-1], frame) if found else None
+        """The last `return` statement the entry point executed."""
+        return self.anchor(frame.return_nodes[-1], frame) if frame.return_nodes else None
 
     def param_value(self, name: str, param: cst.Param, frame: Frame) -> Value:
         """The value of an entry point's parameter, from its name and default."""
@@ -348,6 +338,7 @@ class Interpreter:
             value = self.eval_coherent(node.value, frame) if node.value is not None else Literal(None)
             frame.returns.append(value)
             frame.returned = True
+            frame.return_nodes.append(node)
 
     def exec_augassign(self, node: cst.AugAssign, frame: Frame) -> None:
         op = {cst.AddAssign: "+", cst.SubtractAssign: "-", cst.MultiplyAssign: "*", cst.DivideAssign: "/"}.get(type(node.operator))
