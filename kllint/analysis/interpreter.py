@@ -840,10 +840,13 @@ class Interpreter:
         if frame.depth >= MAX_DEPTH or key in frame.active:
             return Unknown(ref.qualname)
         memo_key = None
-        if all(_plain(a) for a in list(args) + list(kwargs.values())) and not isinstance(fdef, cst.Lambda):
-            memo_key = (key, frame.no_grad, tuple(sorted(kwargs)), len(args), id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
+        signature = _signature_of(list(args) + [kwargs[k] for k in sorted(kwargs)])
+        if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
+            memo_key = (key, frame.depth, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
+                        id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
             if memo_key in self._plain_calls:
-                return self._plain_calls[memo_key][1]
+                return self._replay(self._plain_calls[memo_key], node, frame)
+        facts_before = len(self.facts)
         callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
@@ -882,10 +885,18 @@ class Interpreter:
         site = self.anchor(node, frame)
         if callee_frame.no_grad:
             result = self.detach_value(result)
-        result = self._returned(result, site)
         if memo_key is not None:
-            self._plain_calls[memo_key] = (fdef, result)
-        return result
+            self._plain_calls[memo_key] = (fdef, result, self.facts[facts_before:], len(callee_frame.call_stack))
+        return self._returned(result, site)
+
+    def _replay(self, memo: tuple, node: cst.CSTNode, frame: Frame) -> Value:
+        """A memoised helper call: its result, and its facts re-stated for this call site."""
+        _, result, facts, prefix = memo
+        stack = frame.call_stack + (self.anchor(node, frame),)
+        if frame.emit:
+            for fact in facts:
+                self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[prefix:])))
+        return self._returned(result, stack[-1])
 
     def _returned(self, value: Value, site: Anchor) -> Value:
         options = []
@@ -1061,6 +1072,32 @@ class _Attr:
     @property
     def name(self) -> str:
         return self.attr
+
+
+def _signature_of(values: list[Value]) -> tuple | None:
+    """A hashable summary of call arguments that carry no log-prob or KL (None otherwise): calls of
+    the same helper with the same summary give the same result, so it is computed once."""
+    parts: list[object] = []
+    for value in values:
+        if _plain(value):
+            parts.append("plain")
+        elif isinstance(value, Literal):
+            parts.append(("literal", repr(value.value)))
+        elif isinstance(value, ConfigValue):
+            parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
+        elif isinstance(value, Model):
+            parts.append(("model", value.role))
+        elif isinstance(value, Instance):
+            parts.append(("instance", id(value.cls.node)))
+        elif isinstance(value, (Mapping, Sequence)):
+            items = [v for _, v in value.items] if isinstance(value, Mapping) else list(value.items)
+            inner = _signature_of(items)
+            if inner is None:
+                return None
+            parts.append((type(value).__name__, inner))
+        else:
+            return None
+    return tuple(parts)
 
 
 def _numeric(value: Value) -> bool:
