@@ -49,7 +49,7 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if model is not None and not isinstance(func, ModuleRef):
         # `apply_fn({"params": params}, x)`: a forward of the parameters' model
         return Tensor(ROLE_SYMBOL.get(model.role, LP), space="logits")
-    if isinstance(func, Tensor) and func.expr in (LP, REF):
+    if isinstance(func, Tensor) and func.expr in (LP, REF) and node.args:  # `reference(x)`; not `ref()`
         return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
     if isinstance(func, GradOf):
         return grad_call(it, func, args, kwargs, node, frame)
@@ -93,7 +93,7 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
     if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
-            and frame.depth <= 1 and (node.args or not isinstance(node.func, cst.Attribute))):
+            and frame.depth <= 1 and node.args):  # a forward takes inputs
         local_sites = [site for site in frame.call_stack if site.path == it.entry.display]
         anchor = local_sites[-1] if local_sites else it.anchor(node, frame)
         it.emit(frame, CallFact(
