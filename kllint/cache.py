@@ -232,7 +232,7 @@ class ResultCache:
 
     def lookup(self, item: Discovered, settings: Settings):
         """The `engine.Outcome` of an unchanged file, or None (a miss, also for any problem)."""
-        from kllint.engine import Outcome, filter_found
+        from kllint.engine import Outcome, decode_source, filter_found
 
         if not self.enabled:
             return None
@@ -251,7 +251,7 @@ class ResultCache:
                 raise TypeError("not a list of diagnostics")
             diagnostics = list(found)
             if entry["filtered"] and found:
-                diagnostics = filter_found(found, raw.decode("utf-8"), item.display, settings, item.path)
+                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None

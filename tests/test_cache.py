@@ -282,3 +282,13 @@ def test_console_script_warm_run_identical(project):
     warm = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
     assert cold.returncode == warm.returncode == 1
     assert cold.stdout == warm.stdout and "Traceback" not in cold.stderr + warm.stderr
+
+
+def test_hit_on_a_file_with_an_encoding_cookie(project):
+    source = "# -*- coding: latin-1 -*-\n" + TRAIN.replace("import torch\n", "import torch\nNAME = 'été'\n", 1)
+    (project / "pkg" / "train.py").write_bytes(source.encode("latin-1"))
+    directory = project / CACHE_DIR_NAME
+    first, _ = check(["pkg/train.py"], directory)
+    assert "KL102" in {c for _, _, c in codes(first)}
+    second, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1 and codes(second) == codes(first)
