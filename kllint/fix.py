@@ -3,7 +3,8 @@
 A `Diagnostic.fix` replaces the diagnostic's primary span with `fix.replacement`. As in Ruff,
 `safe` fixes are applied by `--fix`, `unsafe` ones only with `--unsafe-fixes` as well, and
 `display-only` ones never. A batch of non-overlapping replacements is kept only if the new text
-parses (libcst) and re-linting it shows the fixed findings gone; otherwise the fixes are tried
+parses (libcst) and re-linting it shows the fixed findings gone, with no new finding of the same
+family (KL1xx, KL3xx, ...) in the rewritten region; otherwise the fixes are tried
 one at a time. Passes repeat (a fix may reveal another) up to `MAX_PASSES`.
 
 Files are written atomically (a temporary file in the same folder, then `os.replace`), keeping
@@ -164,6 +165,11 @@ def _verified(new_text: str, applied: list[tuple[Diagnostic, Span]], before: lis
         return None
     for diagnostic, region in applied:
         if any(d.code == diagnostic.code and _overlaps(d.span, region) for d in after):
+            return None
+        # a fix must not trade its finding for another of the same family (KL1xx, ...) there
+        present = {d.code for d in before if _overlaps(d.span, diagnostic.span)}
+        if any(d.code not in present and d.code[:3] == diagnostic.code[:3] and _overlaps(d.span, region)
+               for d in after):
             return None
     for code in {d.code for d, _ in applied}:
         fixed_count = sum(1 for d, _ in applied if d.code == code)

@@ -144,28 +144,127 @@ def _role_names(term: KLTerm, ctx: "RuleContext") -> tuple[str | None, str | Non
     return policy, reference, estimate.framework == "jax"
 
 
+def _atom(text: str) -> str:
+    """`text` as an operand of `.detach()` / `**`: parenthesized unless it already is an atom."""
+    try:
+        node = cst.parse_expression(text)
+    except Exception:  # noqa: BLE001
+        return f"({text})"
+    if node.lpar or isinstance(node, (cst.Name, cst.Call, cst.Attribute, cst.Subscript)):
+        return text
+    return f"({text})"
+
+
+def _parenthesized(replacement: str, node: cst.CSTNode | None) -> str:
+    """Parenthesize the replacement unless the replaced node's own parentheses stay around it
+    (the span of a parenthesized expression excludes its parentheses)."""
+    return replacement if getattr(node, "lpar", None) else f"({replacement})"
+
+
+_EXP_LIKE = {"exp", "expm1", "abs", "absolute"}
+
+
+def _log_ratio_source(node: cst.CSTNode, module: ModuleInfo) -> str | None:
+    """The log-ratio an estimator expression is built on, as written: the argument of its
+    `exp` / `abs` (`torch.exp(D)`, `D.exp()`, `jnp.abs(D)`), `log(r)` for `r - 1 - log(r)`, or
+    the base of a square. None when no such operand is visible."""
+    found: list[str] = []
+
+    def strip_minus(expr: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            return expr.expression
+        return expr
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> bool:
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name in _EXP_LIKE or name == "log":
+                if isinstance(func, cst.Attribute) and not call.args:
+                    operand = func.value  # D.exp(), D.abs()
+                elif call.args:
+                    operand = call.args[0].value
+                else:
+                    return True
+                text = module.source(strip_minus(operand)).strip()
+                found.append(module.source(call).strip() if name == "log" else text)
+                return False
+            if name in ("square", "pow") and isinstance(func, cst.Attribute) and not found:
+                found.append(module.source(strip_minus(func.value)).strip())
+                return False
+            return True
+
+        def visit_BinaryOperation(self, op: cst.BinaryOperation) -> bool:
+            if isinstance(op.operator, cst.Power) and not found:
+                found.append(module.source(strip_minus(op.left)).strip())
+                return False
+            return True
+
+    node.visit(Finder())
+    return found[0] if found else None
+
+
+def _is_detached(expr: cst.BaseExpression) -> bool:
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return name in ("detach", "stop_gradient")
+
+
+def _detached_weight(node: cst.CSTNode | None, module: ModuleInfo) -> str | None:
+    """`w.detach()` in `estimate * w.detach()` (or `jax.lax.stop_gradient(w) * estimate`)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        for side in (node.right, node.left):
+            if _is_detached(side):
+                return module.source(side).strip()
+    return None
+
+
 def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
-    """Straight-through k2: same value, gradient coefficient = the log-ratio (unsafe)."""
+    """Straight-through k2: same value, gradient coefficient = the log-ratio (unsafe).
+
+    Per token the log-ratio is `policy - reference` (the operand names of the estimate); for a
+    sequence-level term it is the sequence log-ratio the estimator is built on (the argument of
+    its `exp` or `abs`), so the surrogate has the shape of the value it stands in for.
+    """
     term = item.term
     if term.anchor.path != ctx.entry.display:
         return Fix("display-only", "rewrite the KL term in the helper where it is computed")
     policy, reference, is_jax = _role_names(term, ctx)
     original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else None
-    if policy is None or reference is None or original is None or "\n" in original:
-        return Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
-    surrogate = f"0.5 * ({policy} - {reference}) ** 2"
-    if is_jax:
-        replacement = (f"({surrogate} - jax.lax.stop_gradient({surrogate}) + jax.lax.stop_gradient({original}))")
+    if term.per_token:
+        log_ratio = f"{policy} - {reference}" if policy is not None and reference is not None else None
     else:
-        replacement = f"({surrogate} - ({surrogate}).detach() + ({original}).detach())"
-    return Fix("unsafe", "straight-through k2: keep the value, use the log-ratio as gradient coefficient", replacement)
+        log_ratio = _log_ratio_source(term.anchor.node, ctx.entry) if term.anchor.node is not None else None
+        if term.estimator is not None and term.estimator.name == "k1":
+            log_ratio = original
+    if log_ratio is None or original is None or "\n" in original or "\n" in log_ratio:
+        return Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
+    surrogate = f"0.5 * {_atom(log_ratio)} ** 2"
+    weight = _detached_weight(term.anchor.node, ctx.entry)
+    if weight is not None:  # off-policy: keep the detached importance weight on the surrogate
+        surrogate = f"{surrogate} * {weight}"
+    if is_jax:
+        replacement = f"{surrogate} - jax.lax.stop_gradient({surrogate}) + jax.lax.stop_gradient({original})"
+    else:
+        replacement = f"{surrogate} - ({surrogate}).detach() + {_atom(original)}.detach()"
+    return Fix("unsafe", "straight-through k2: keep the value, use the log-ratio as gradient coefficient",
+               _parenthesized(replacement, term.anchor.node))
 
 
 def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
-    """k1 in the reward (unsafe: changes the reward on purpose)."""
+    """k1 in the reward (unsafe: changes the reward on purpose).
+
+    Display-only when the sampled-token log-probs are not visible (a full-vocabulary analytic
+    KL) or when the flagged span is only part of the estimate (`d ** 2` with the 1/2 outside).
+    """
     if term.anchor.path != ctx.entry.display:
         return Fix("display-only", "use k1 in the helper where the reward KL is computed")
     policy, reference, _ = _role_names(term, ctx)
-    if policy is None or reference is None:
+    name = term.estimator.name if term.estimator is not None else None
+    original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else ""
+    partial = name == "k2" and not any(half in original.replace(" ", "") for half in ("0.5", "/2", ".5*"))
+    if policy is None or reference is None or name == "analytic" or partial:
         return Fix("display-only", "use k1 (logp - ref_logp) as the KL reward")
-    return Fix("unsafe", "use the unbiased k1 estimator in the reward", f"({policy} - {reference})")
+    return Fix("unsafe", "use the unbiased k1 estimator in the reward", _parenthesized(f"{policy} - {reference}", term.anchor.node))

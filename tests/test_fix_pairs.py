@@ -1,0 +1,173 @@
+"""Fix pairs: `fixtures/fixes/<case>.py` -> `<case>.unsafe.fixed.py` with `kllint check --fix --unsafe-fixes`.
+
+Both files of a pair are also exhaustive fixtures (tests/test_fixtures.py): each carries the
+`# expect:` / `# ok` annotations of what kllint reports on it. Since a fix keeps comments, the
+output of the fix still carries the input's annotations; the comparison is therefore byte for
+byte after removing the trailing annotation comments (`# expect: ...`, `# ok ...`) of both
+sides, and everything else (code, other comments, line endings) must be identical.
+
+For every applied fix, the rewritten KL term (the fix's replacement, with the finding's operand
+roles and setup) is run through the runtime gradient checker on the bandit (horizon 1) and must
+get the `correct` verdict.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_cli_support import run_cli
+
+from kllint.api import check_paths
+from kllint.fix import is_applicable
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS_DIR = ROOT / "fixtures" / "fixes"
+SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
+FIXED_SUFFIX = ".unsafe.fixed.py"
+
+ANNOTATION_RE = re.compile(r"[ \t]*#\s*(?:expect:|ok\b)[^\r\n]*(?=\r\n|\r|\n|\Z)")
+
+# case -> (codes the fix removes, codes expected to remain, usage, reward_to_go)
+CASES = {
+    "kl102_grpo_token_k3": ({"KL102"}, {"KL201"}, "loss", False),
+    "jax_kl102_grpo_token_k3": ({"KL102"}, {"KL201"}, "loss", False),
+    "kl101_token_k1_loss": ({"KL101"}, {"KL201"}, "loss", False),
+    "kl103_sequence_abs": ({"KL103"}, set(), "loss", False),
+    "kl302_k3_token_reward": ({"KL302"}, set(), "reward", True),
+    "kl201_display_only": (set(), {"KL201"}, "loss", False),
+}
+
+
+def _pairs() -> list[str]:
+    return sorted(p.name[:-3] for p in PAIRS_DIR.glob("*.py") if not p.name.endswith(FIXED_SUFFIX))
+
+
+def _strip_annotations(text: str) -> str:
+    return ANNOTATION_RE.sub("", text)
+
+
+def _findings(path: Path) -> list:
+    return list(check_paths([str(path)]).diagnostics)
+
+
+def _copy(case: str, tmp_path: Path) -> Path:
+    target = tmp_path / f"{case}.py"
+    shutil.copyfile(PAIRS_DIR / f"{case}.py", target)
+    return target
+
+
+def test_every_pair_is_complete_and_listed():
+    cases = _pairs()
+    assert cases, f"no fix pairs in {PAIRS_DIR}"
+    for case in cases:
+        assert (PAIRS_DIR / f"{case}{FIXED_SUFFIX}").is_file(), f"{case}: missing {case}{FIXED_SUFFIX}"
+    assert set(cases) == set(CASES), "every pair needs an entry in CASES (and vice versa)"
+
+
+def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
+    """The verdict of the fix's replacement, evaluated with the finding's roles and setup."""
+    from kllint.gradcheck import check_expression
+    from kllint.gradcheck.confirm import _modules
+    from kllint.gradcheck.exact import ROLES
+
+    estimate = diagnostic.estimate
+    assert estimate is not None, f"{diagnostic.code}: no estimate to check"
+    options = dict(names={name: (role if role in ROLES else "ones") for name, role in estimate.roles},
+                   setup=tuple(estimate.setup), modules=_modules(tuple(estimate.aliases)),
+                   usage=usage, reward_to_go=reward_to_go, horizon=1,
+                   framework=estimate.framework)
+    expression = diagnostic.fix.replacement
+    granularity = estimate.granularity if estimate.granularity in ("per-token", "sequence") else "per-token"
+    try:
+        return check_expression(expression, granularity=granularity, **options)
+    except Exception:
+        if granularity != "sequence":
+            raise
+        # the expression reduces the token axis itself: bind [batch, tokens] tensors
+        return check_expression(expression, granularity="per-token", **options)
+
+
+@pytest.mark.parametrize("case", _pairs())
+def test_fix_pair(case, tmp_path, monkeypatch):
+    fixed_codes, remaining_codes, usage, reward_to_go = CASES[case]
+    monkeypatch.chdir(tmp_path)
+    target = _copy(case, tmp_path)
+    original = target.read_bytes()
+    before = _findings(target)
+    applicable = [d for d in before if is_applicable(d, unsafe=True)]
+    assert {d.code for d in applicable} == fixed_codes
+
+    result = run_cli(["check", "--fix", "--unsafe-fixes", "--no-cache", target.name])
+    assert result.exit_code == (1 if remaining_codes else 0), result.stderr
+    out = target.read_bytes()
+    expected = (PAIRS_DIR / f"{case}{FIXED_SUFFIX}").read_bytes()
+    assert _strip_annotations(out.decode("utf-8")) == _strip_annotations(expected.decode("utf-8"))
+    if not fixed_codes:
+        assert out == original  # display-only: the file is not touched
+    ast.parse(out.decode("utf-8"))
+
+    after = _findings(target)
+    assert {d.code for d in after} == remaining_codes
+    for diagnostic in applicable:
+        assert not any(d.code == diagnostic.code and d.span.line == diagnostic.span.line for d in after)
+        verdict = _gradcheck_fixed_term(diagnostic, usage, reward_to_go)
+        assert verdict.verdict == "correct", f"{case}: {diagnostic.fix.replacement}: {verdict.summary}"
+
+
+@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0]])
+def test_diff_prints_and_leaves_the_file(case, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = _copy(case, tmp_path)
+    original = target.read_bytes()
+    result = run_cli(["check", "--diff", "--unsafe-fixes", "--no-cache", target.name])
+    assert target.read_bytes() == original
+    assert result.stdout.startswith(f"--- a/{target.name}\n+++ b/{target.name}\n")
+    assert "\n@@ " in result.stdout
+    fixed_lines = [line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert fixed_lines and all("detach" in line or "stop_gradient" in line or " - ref" in line for line in fixed_lines)
+
+
+@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0]])
+def test_unsafe_fixes_need_the_flag(case, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = _copy(case, tmp_path)
+    original = target.read_bytes()
+    result = run_cli(["check", "--fix", "--no-cache", target.name])
+    assert result.exit_code == 1
+    assert target.read_bytes() == original
+    fixed_codes = CASES[case][0]
+    assert all(code in result.stdout for code in fixed_codes)  # still reported, not fixed
+    assert "Fixed" not in result.stderr
+
+
+# --- the shared cases ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not SHARED_CASES.is_dir(), reason=f"{SHARED_CASES} does not exist")
+def test_fix_shared_cases(tmp_path, monkeypatch, capsys):
+    sources = sorted(SHARED_CASES.glob("*.py"))
+    assert sources
+    work = tmp_path / "cases"
+    work.mkdir()
+    for source in sources:
+        shutil.copyfile(source, work / source.name)
+    monkeypatch.chdir(tmp_path)
+    before = {path.name: _findings(path) for path in sorted(work.glob("*.py"))}
+    fixable = {(name, d.code, d.span.line) for name, found in before.items() for d in found
+               if is_applicable(d, unsafe=True)}
+
+    run_cli(["check", "--fix", "--unsafe-fixes", "--no-cache", "cases"])
+
+    fixed = set()
+    for path in sorted(work.glob("*.py")):
+        ast.parse(path.read_text(encoding="utf-8"))
+        after = {(path.name, d.code, d.span.line) for d in _findings(path)}
+        fixed |= {key for key in fixable if key[0] == path.name and key not in after}
+    with capsys.disabled():
+        print(f"\nshared cases: {len(fixed)} of {len(fixable)} fixable findings fixed "
+              f"({sum(len(f) for f in before.values())} findings in {len(before)} files)")
+    assert fixed == fixable, f"fixable findings still reported after --fix: {sorted(fixable - fixed)}"
