@@ -1,4 +1,4 @@
-"""docs/integration.md stays true: its workflow runs the command line these tests exercise, its
+"""The README's workflow and docs/integration.md stay true: the workflow runs the command line these tests exercise, its
 pre-commit snippet names real hooks, and its references cover every key and option."""
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = (ROOT / "docs" / "integration.md").read_text(encoding="utf-8")
+# the workflow and the pre-commit snippet live in the README; the reference in docs/integration.md
+DOC = "\n".join((ROOT / name).read_text(encoding="utf-8") for name in ("README.md", "docs/integration.md"))
 
 
 def _blocks(language: str) -> list[str]:
