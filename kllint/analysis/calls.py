@@ -28,6 +28,9 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
              frame: "Frame") -> Value:
     from kllint.analysis.interpreter import KLDivModule, _Attr, _BoundMethod
 
+    vocabulary = vocab_call(it, node, args, frame)
+    if vocabulary is not None:
+        return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, ClassRef):
@@ -85,6 +88,28 @@ def model_argument(values: list[Value], depth: int = 0) -> Model | None:
                 found = model_argument(list(option.items), depth + 1)
                 if found is not None:
                     return found
+    return None
+
+
+def vocab_call(it: "Interpreter", node: cst.Call, args: list[Value], frame: "Frame") -> Value | None:
+    """Calls of names the project declared in `[tool.kllint.vocab]` (matched on the last name)."""
+    vocab = it.vocab
+    if vocab is None or not args:
+        return None
+    from kllint.analysis.index import dotted_name
+
+    name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+    if name in vocab.stop_gradient_functions:
+        return it.detach_value(args[0])
+    if name in vocab.loss_sinks:
+        it.loss_sink(args[0], node, frame, f"differentiated by `{name}(...)` (configured loss sink)")
+        return Unknown(name)
+    if name in vocab.logprob_functions:
+        for candidate in args:
+            for option in alternatives(candidate):
+                if isinstance(option, (Model, Tensor)) and (isinstance(option, Model) or it.algebra.has_roles(option.expr)):
+                    tensor = it.as_tensor(option)
+                    return it.algebra.detach(tensor) if frame.no_grad else tensor.with_(space="logprob")
     return None
 
 

@@ -22,7 +22,7 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     """
     index = index or ProjectIndex()
     entry = index.module_for_file(text, path, display)
-    interpreter = Interpreter(entry, index)
+    interpreter = Interpreter(entry, index, getattr(settings, "vocab", None))
     interpreter.run()
     modules = {entry.display: entry}
     for module in index.loaded():

@@ -82,9 +82,12 @@ class KLDivModule:
 class Interpreter:
     """Runs the entry points of one module and collects facts."""
 
-    def __init__(self, entry: ModuleInfo, index: ProjectIndex) -> None:
+    def __init__(self, entry: ModuleInfo, index: ProjectIndex, vocab: Any = None) -> None:
+        """`vocab` (config `[tool.kllint.vocab]`) names the project's own log-prob helpers,
+        stop-gradient helpers, loss sinks and reference names."""
         self.entry = entry
         self.index = index
+        self.vocab = vocab
         self.algebra = Algebra()
         self.facts: list[Any] = []
         self.steps = 0
@@ -193,6 +196,10 @@ class Interpreter:
                         detached_source: bool = False) -> Value:
         """Roles from names: the last resort (design.md, item 3)."""
         role = roles.logprob_role(name)
+        if self.vocab is not None and name in self.vocab.reference_names:
+            role = "reference" if role is not None or not roles.model_role(name) else None
+            if role is None:
+                return Model("reference", name)
         if role is not None:
             symbol = ROLE_SYMBOL[role]
             if detached_source and symbol == LP:
