@@ -73,6 +73,17 @@ def _trace(item: LossTerm, note: str) -> tuple:
     return steps + (item.fact.sink.step(item.fact.note),)
 
 
+def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help: str, note: str,
+                at_estimate: bool = True, **extra) -> None:
+    """Report a finding about a KL term in a loss: at the estimate (or where it joins the loss),
+    with the trace to the sink, localised in the checked file, with the estimate for --confirm."""
+    anchor = item.term.anchor if at_estimate else (item.term.entry or item.fact.sink)
+    extra.setdefault("estimate", _estimate(item, ctx))
+    ctx.report(code, anchor, message, help=help, trace=_trace(item, note),
+               call_sites=item.term.call_sites if at_estimate else (), call_stack=item.fact.call_stack,
+               fallback=item.term.entry or item.fact.sink, **extra)
+
+
 def _estimate(item: LossTerm, ctx: RuleContext) -> Estimate | None:
     from kllint.rules.fixes import estimate_for
 
@@ -95,10 +106,8 @@ class EstimateAsLoss:
         code = self.CODES.get(item.coefficient.kind)
         if code is None:
             return
-        ctx.report(code, item.term.anchor, self.MESSAGES[code].format(est=estimator_words(item.term)),
-                   help=loss_help(item), trace=_trace(item, f"{item.term.estimator.name} estimate"),
-                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
-                   fix=loss_rewrite(item, ctx), estimate=_estimate(item, ctx))
+        report_term(ctx, item, code, self.MESSAGES[code].format(est=estimator_words(item.term)), loss_help(item),
+                    f"{item.term.estimator.name} estimate", fix=loss_rewrite(item, ctx))
 
 
 def loss_help(item: LossTerm) -> str:
@@ -113,12 +122,11 @@ class DeadKLLoss:
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
         if item.coefficient.kind != "none" or not item.live_elsewhere:
             return
-        where = item.term.entry or item.fact.sink
-        ctx.report("KL104", where,
-                   f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
-                   help="compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
-                   trace=_trace(item, "KL estimate without gradient"), call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
-                   fix=Fix("display-only", "recompute the KL from live log-probs"), estimate=_estimate(item, ctx))
+        report_term(ctx, item, "KL104",
+                    f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
+                    "compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
+                    "KL estimate without gradient", at_estimate=False,
+                    fix=Fix("display-only", "recompute the KL from live log-probs"))
 
 
 class InvertedPenalty:
@@ -127,11 +135,10 @@ class InvertedPenalty:
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
         if item.coefficient.kind == "none" or not item.inverted or item.term.estimator.name == "reference-ratio":
             return
-        where = item.term.entry or item.fact.sink
-        ctx.report("KL105", where,
-                   "the KL penalty is subtracted from a loss that is minimised: training maximises the divergence from the reference",
-                   help="add the penalty: `loss = policy_loss + kl_coef * kl_loss`",
-                   trace=_trace(item, "KL estimate"), call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink)
+        report_term(ctx, item, "KL105",
+                    "the KL penalty is subtracted from a loss that is minimised: training maximises the divergence from the reference",
+                    "add the penalty: `loss = policy_loss + kl_coef * kl_loss`", "KL estimate", at_estimate=False,
+                    estimate=None)
 
 
 class PerTokenKLLoss:
@@ -145,12 +152,11 @@ class PerTokenKLLoss:
             return
         if item.term.estimator.name == "reference-ratio":
             return
-        ctx.report("KL201", item.term.anchor,
-                   "per-token KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
-                   help=token_credit_help(), trace=_trace(item, f"per-token {item.term.estimator.name} estimate"),
-                   call_sites=item.term.call_sites, call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink,
-                   fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
-                   estimate=_estimate(item, ctx), variant=item.term.estimator.name)
+        report_term(ctx, item, "KL201",
+                    "per-token KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
+                    token_credit_help(), f"per-token {item.term.estimator.name} estimate",
+                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
+                    variant=item.term.estimator.name)
 
 
 class OffPolicyWithoutWeight:
@@ -161,11 +167,10 @@ class OffPolicyWithoutWeight:
             return
         if item.coefficient.sequence_ratio or item.term.estimator.name == "reference-ratio":
             return
-        ctx.report("KL401", item.term.anchor,
-                   f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
-                   help="multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
-                   trace=_trace(item, "KL estimate"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
+        report_term(ctx, item, "KL401",
+                    f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
+                    "multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
+                    "KL estimate")
 
 
 class SequenceRatioOnTokenKL:
@@ -174,11 +179,9 @@ class SequenceRatioOnTokenKL:
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
         if not item.coefficient.sequence_ratio:
             return
-        ctx.report("KL402", item.term.anchor,
-                   "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
-                   help="weight each token's KL with its own ratio `exp(logp - old_logp)`",
-                   trace=_trace(item, "per-token KL times a sequence ratio"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
+        report_term(ctx, item, "KL402",
+                    "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
+                    "weight each token's KL with its own ratio `exp(logp - old_logp)`", "per-token KL times a sequence ratio")
 
 
 class ReferenceAsBehaviour:
@@ -187,11 +190,10 @@ class ReferenceAsBehaviour:
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
         if item.term.estimator.name != "reference-ratio":
             return
-        ctx.report("KL403", item.term.anchor,
-                   "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
-                   help="use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
-                   trace=_trace(item, "ratio pi/pi_ref"), call_sites=item.term.call_sites,
-                   call_stack=item.fact.call_stack, fallback=item.term.entry or item.fact.sink, estimate=_estimate(item, ctx))
+        report_term(ctx, item, "KL403",
+                    "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
+                    "use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
+                    "ratio pi/pi_ref")
 
 
 LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(), OffPolicyWithoutWeight(),
