@@ -489,7 +489,8 @@ class Interpreter:
                         return (not negated), None
                     if not any(hits):
                         return negated, None
-                    return None, None
+                    name = dotted_name(test.left) or "option"
+                    return None, Condition(name.split(".")[-1], tuple(str(o) for o in options), negated)
                 config = next((o for o in alternatives(left) if isinstance(o, ConfigValue)), None)
                 name = config.name if config else (dotted_name(test.left) or "option")
                 default = config.default if config and isinstance(config.default, str) else None

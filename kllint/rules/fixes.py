@@ -53,29 +53,68 @@ def _free_names(node: cst.CSTNode) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _branch_condition(test: cst.BaseExpression) -> tuple[str, frozenset, bool] | None:
+    """`name == "a"` / `name in ("a", "b")` (or their negations) as (name, options, negated)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+        return None
+    target = test.comparisons[0]
+    values = target.comparator.elements if isinstance(target.comparator, (cst.Tuple, cst.List)) else None
+    strings = [e.value for e in values] if values is not None else [target.comparator]
+    if not strings or not all(isinstance(v, cst.SimpleString) for v in strings):
+        return None
+    options = frozenset(str(v.evaluated_value) for v in strings)
+    negated = isinstance(target.operator, (cst.NotEqual, cst.NotIn))
+    if not negated and not isinstance(target.operator, (cst.Equal, cst.In)):
+        return None
+    return test.left.value, options, negated
+
+
+def _in_source_order(statements, conditions: tuple, out: list) -> None:
+    """Small statements with the branch conditions they run under, in source order."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            out.extend((small, conditions) for small in statement.body)
+        elif isinstance(statement, cst.If):
+            condition = _branch_condition(statement.test)
+            taken = conditions + ((condition,) if condition else ())
+            _in_source_order(statement.body.body, taken, out)
+            other = conditions + (((condition[0], condition[1], not condition[2]),) if condition else ())
+            if isinstance(statement.orelse, cst.If):
+                _in_source_order([statement.orelse], other, out)
+            elif isinstance(statement.orelse, cst.Else):
+                _in_source_order(statement.orelse.body.body, other, out)
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            body = getattr(statement, "body", None)
+            if isinstance(getattr(body, "body", None), (list, tuple)):
+                _in_source_order(body.body, conditions, out)
+
+
+def _consistent(branch: tuple, anchor_conditions: tuple) -> bool:
+    """Whether an assignment's branch conditions can hold together with the estimate's."""
+    for name, options, negated in branch:
+        for condition in anchor_conditions:
+            if condition.name != name:
+                continue
+            theirs = frozenset(condition.options)
+            if not negated and not condition.negated and not options & theirs:
+                return False
+            if negated != condition.negated and (options <= theirs if negated else theirs <= options):
+                return False
+    return True
+
+
 def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: int, names: list[str],
-           known: dict[str, str]) -> tuple[list[str], list[str]]:
+           known: dict[str, set[str]], anchor_conditions: tuple = ()) -> tuple[list[str], list[str]]:
     """Assignments (as written) before the anchor that define `names`, transitively, stopping at
-    names whose role is known (`known`: name -> role); and the remaining free names."""
-    if function is None:
+    names whose role is known; of several assignments, the last one whose branch agrees with the
+    estimate's branch. Returns the setup and the remaining free names."""
+    if function is None or not isinstance(function.body, cst.IndentedBlock):
         return [], names
+    statements: list = []
+    _in_source_order(function.body.body, (), statements)
     assignments: dict[str, cst.Assign] = {}
-    stack: list[cst.CSTNode] = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
-    ordered: list[cst.CSTNode] = []
-    while stack:
-        node = stack.pop(0)
-        if isinstance(node, cst.SimpleStatementLine):
-            ordered.extend(node.body)
-        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            for part in ("body", "orelse"):
-                child = getattr(node, part, None)
-                inner = getattr(child, "body", None)
-                if isinstance(inner, (list, tuple)):
-                    stack.extend(inner)
-                elif isinstance(child, cst.CSTNode) and part == "orelse":
-                    stack.append(child)
-    for node in ordered:
-        if isinstance(node, cst.Assign) and module.span(node).line < anchor_line:
+    for node, branch in statements:
+        if isinstance(node, cst.Assign) and module.span(node).line < anchor_line and _consistent(branch, anchor_conditions):
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     assignments[target.target.value] = node
@@ -114,7 +153,8 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
 
     function = module.function_at(term.anchor.span.line)
     known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {})
-    setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known)
+    setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known,
+                         term.anchor.conditions)
 
     role_map = []
     aliases = []
