@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -18,7 +19,7 @@ def _stderr() -> Console:
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
 
 
-def _fail(message: str) -> "NoReturn":  # type: ignore[name-defined]
+def _fail(message: str) -> NoReturn:
     _stderr().print(f"kllint: error: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_ERROR)
 

@@ -11,8 +11,8 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
-from kllint.analysis.facts import CallFact, LossFact
-from kllint.analysis.symbolic import LP, REF, Clamp
+from kllint.analysis.facts import CallFact
+from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
     Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
     Sequence, Tensor, Unknown, Value, alternatives, join,
@@ -471,10 +471,10 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
     if not tensors:
         return Unknown(name)
     first = it.as_tensor(tensors[0])
-    if lowered in fw.REDUCTION_HELPER_TOKENS or toks & {"masked_mean", "mean", "sum", "agg", "aggregate", "reduce"} or lowered.startswith(("masked_mean", "masked_sum", "agg_loss")):
+    if lowered in fw.REDUCTION_HELPER_TOKENS or toks & fw.REDUCTION_HELPER_TOKENS or lowered.startswith(("masked_mean", "masked_sum", "agg_loss")):
         if "whiten" not in lowered and "normalize" not in lowered:
             return it.algebra.reduce(first, "sum")
-    if toks & {"returns", "gae", "advantage", "advantages", "discount", "discounted", "cumsum"} or "reward_to_go" in lowered:
+    if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
         return it.algebra.reduce(first, "rtg")
     if roles.is_logprob_name(name) or "log_softmax" in lowered:
         for candidate in tensors:

@@ -43,7 +43,7 @@ KL_DIV_MODULES = frozenset({"torch.nn.KLDivLoss", "torch.nn.modules.loss.KLDivLo
 OPTAX_KL = frozenset({"optax.kl_divergence", "optax.losses.kl_divergence", "optax.convex_kl_divergence", "optax.losses.convex_kl_divergence", "optax.kl_divergence_with_log_targets", "optax.losses.kl_divergence_with_log_targets"})
 
 # Project helpers we may not be able to read: names that reveal their meaning.
-REDUCTION_HELPER_TOKENS = frozenset({"masked_mean", "masked_sum", "agg_loss", "aggregate", "reduce", "token_mean", "seq_mean", "average", "mean", "sum", "masked_average"})
+REDUCTION_HELPER_TOKENS = frozenset({"masked_mean", "masked_sum", "agg_loss", "aggregate", "reduce", "token_mean", "seq_mean", "average", "mean", "sum", "masked_average", "agg"})
 RTG_HELPER_TOKENS = frozenset({"returns", "gae", "advantage", "advantages", "discount", "discounted", "reward_to_go", "cumsum"})
 
 

@@ -19,12 +19,12 @@ import sympy as sp
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
-from kllint.analysis.facts import CallFact, LossFact, RewardFact
+from kllint.analysis.facts import LossFact, RewardFact
 from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
-from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
+from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import _plain
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping,
+    Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
     Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 

@@ -117,7 +117,3 @@ def sink_kind(name: str) -> str | None:
 def is_loss_function_name(name: str) -> bool:
     toks = tokens(name)
     return any(t in ("loss", "losses", "objective") for t in toks) or name in ("compute_loss", "forward_loss")
-
-
-def is_metric_name(name: str) -> bool:
-    return any(t in ("metric", "metrics", "stats", "log", "logs", "info", "infos", "logging", "summary", "record", "records") for t in tokens(name))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable
 
 import sympy as sp
 
@@ -402,7 +401,3 @@ def _sequence_weight(expr: sp.Expr, table: SymbolTable) -> bool:
             if argument != node.args[0] and _ratio_forms(sp.exp(argument)):
                 return True
     return False
-
-
-def contains(expr: sp.Expr, predicate: Callable[[sp.Basic], bool]) -> bool:
-    return any(predicate(node) for node in sp.preorder_traversal(expr))

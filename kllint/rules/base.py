@@ -10,7 +10,7 @@ from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.index import ModuleInfo
 from kllint.analysis.values import Anchor, Condition
-from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
+from kllint.diagnostics import Diagnostic, Estimate, Fix, TraceStep
 from kllint.rules.registry import BY_CODE
 
 ESTIMATOR_WORDS = {
@@ -185,7 +185,3 @@ def estimator_words(term: KLTerm) -> str:
     if term.estimator is None:
         return "a KL estimate"
     return ESTIMATOR_WORDS.get(term.estimator.name, term.estimator.name)
-
-
-def span_of(anchor: Anchor) -> Span:
-    return anchor.span
