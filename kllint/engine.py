@@ -108,7 +108,7 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
                  track: bool = False) -> Outcome:
     """Read, analyse and filter one file; never raises for bad input."""
     from kllint.analysis.checker import check_source
-    from kllint.prefilter import might_matter, syntax_error
+    from kllint.prefilter import might_matter, parse_or_error
 
     display = item.display
     try:
@@ -131,17 +131,17 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
                       digest)
     # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
     # or not the prefilter lets the file through, and libcst never sees code Python rejects.
-    error = syntax_error(text)
+    outline, error = parse_or_error(text)
     if error is not None:
         return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
                                          error.offset or 1)], digest)
-    if not might_matter(text):
+    if not might_matter(text, settings.vocab):
         return _final([], digest)
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
     try:
-        found = check_source(text, display, item.path, settings, index=index)
+        found = check_source(text, display, item.path, settings, index=index, outline=outline)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)

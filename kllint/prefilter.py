@@ -27,19 +27,37 @@ CANDIDATE = re.compile(
 )
 
 
-def might_matter(text: str) -> bool:
-    """True when the file mentions a KL or reference word (or a KL API)."""
-    return bool(CANDIDATE.search(text))
+def _vocab_pattern(reference_names: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not reference_names:
+        return None
+    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in reference_names) + r")(?![A-Za-z0-9_])")
 
 
-def syntax_error(text: str) -> SyntaxError | None:
-    """The syntax error of a file that is not analysed (None when it compiles)."""
+_VOCAB_PATTERNS: dict[tuple[str, ...], re.Pattern[str] | None] = {}
+
+
+def might_matter(text: str, vocab: object | None = None) -> bool:
+    """True when the text mentions a KL or reference word (or a KL API), or one of the
+    configured reference names of `vocab` (`[tool.kllint.vocab] reference-names`)."""
+    if CANDIDATE.search(text):
+        return True
+    names = tuple(getattr(vocab, "reference_names", ()) or ())
+    if not names:
+        return False
+    if names not in _VOCAB_PATTERNS:
+        _VOCAB_PATTERNS[names] = _vocab_pattern(names)
+    pattern = _VOCAB_PATTERNS[names]
+    return bool(pattern is not None and pattern.search(text))
+
+
+def parse_or_error(text: str) -> tuple[ast.Module | None, SyntaxError | None]:
+    """The `ast` tree of a file, or the syntax error Python reports for it."""
     try:
-        ast.parse(text[1:] if text.startswith("\ufeff") else text)  # a UTF-8 BOM is valid
+        return ast.parse(text[1:] if text.startswith("\ufeff") else text), None  # a UTF-8 BOM is valid
     except SyntaxError as exc:
-        return exc
+        return None, exc
     except (ValueError, RecursionError, MemoryError) as exc:
         error = SyntaxError(str(exc))
         error.lineno, error.offset = 1, 1
-        return error
-    return None
+        return None, error
+

@@ -42,7 +42,7 @@ def make_diagnostic(code: str, path: str, span: Span, message: str = "expected g
     return Diagnostic(code, info.name, info.severity, path, span, message, help=help, trace=trace, fix=fix)
 
 
-def fake_check_source(text: str, display: str, path, settings, index=None) -> list[Diagnostic]:
+def fake_check_source(text: str, display: str, path, settings, index=None, outline=None) -> list[Diagnostic]:
     """The fake analysis: findings for the marker calls of `text` (raises SyntaxError if it does not parse)."""
     compile(text, display, "exec")
     found = []
@@ -67,7 +67,7 @@ def fake_analysis(monkeypatch):
     import kllint.prefilter as prefilter
 
     monkeypatch.setattr(checker, "check_source", fake_check_source)
-    monkeypatch.setattr(prefilter, "might_matter", lambda text: True)
+    monkeypatch.setattr(prefilter, "might_matter", lambda text, vocab=None: True)
     return fake_check_source
 
 

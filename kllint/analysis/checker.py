@@ -1,6 +1,7 @@
 """One file through the analysis: parse, interpret every entry point, hand the facts to the rules."""
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from kllint.analysis.facts import CallFact, LossFact, RewardFact
@@ -14,14 +15,16 @@ from kllint.rules.reward import check_reward
 
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
-                 index: ProjectIndex | None = None) -> list[Diagnostic]:
+                 index: ProjectIndex | None = None, outline: ast.Module | None = None) -> list[Diagnostic]:
     """All diagnostics of one module's source (unfiltered by selection and suppressions).
+
+    `outline` is the module's `ast` tree when the caller parsed it already.
 
     Raises:
         SyntaxError: the source does not parse (reported as KL900 by the engine).
     """
     index = index or ProjectIndex()
-    entry = index.module_for_file(text, path, display)
+    entry = index.module_for_file(text, path, display, outline)
     interpreter = Interpreter(entry, index, getattr(settings, "vocab", None))
     interpreter.run()
     modules = {entry.display: entry}

@@ -21,6 +21,7 @@ from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.facts import LossFact, RewardFact
 from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
+from kllint.analysis.module import LazyClass, class_method, class_methods
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import _plain
 from kllint.analysis.values import (
@@ -35,9 +36,6 @@ GRAD_CALL = re.compile(r"(?:\b([A-Za-z_][\w.]*)\.)?\b(grad|value_and_grad|filter
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
-RELEVANT = re.compile(
-    r"(?i)kl|ref|teacher|base_|init_|log_?p|log_?prob|logit|backward|advantage|reward|scores|"
-    r"clamp|clip|minimum|softmax|loss|grad")
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
 
 
@@ -65,6 +63,7 @@ class Frame:
     active: tuple[int, ...] = ()
     returned: bool = False
     return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
+    root: cst.CSTNode | None = None  # the parsed definition whose code runs (for positions)
 
     def child(self, **changes: Any) -> "Frame":
         return replace(self, **changes)
@@ -104,19 +103,46 @@ class Interpreter:
         self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
-        for name, node in self.entry.functions.items():
-            if self._relevant(node):
-                self._guarded(lambda node=node: self.run_entry(node, None))
+        functions = self.entry.functions
+        texts = {("", name): functions.text(name) for name in functions}
         for cls_node in self.entry.classes.values():
-            cls = ClassRef(cls_node.name.value, cls_node, self.entry)
-            for stmt in cls_node.body.body:
-                if isinstance(stmt, cst.FunctionDef) and self._relevant(stmt):
-                    self._guarded(lambda stmt=stmt, cls=cls: self.run_entry(stmt, cls))
+            texts.update({(cls_node.name.value, name): cls_node.method_text(name) for name in cls_node.method_names})
+        for cls_name, name in self._entry_points(texts):
+            if not cls_name:
+                node = functions.get(name)
+                if node is not None:
+                    self._guarded(lambda node=node: self.run_entry(node, None))
+                continue
+            cls_node = self.entry.classes[cls_name]
+            cls = ClassRef(cls_name, cls_node, self.entry)
+            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name))
 
-    def _relevant(self, node: cst.FunctionDef) -> bool:
-        """Whether an entry point can hold a finding: it names a KL, a reference, a log-prob,
-        a loss or reward sink, or an API the rules judge. Others are only followed as helpers."""
-        return node.name.value in self.grad_targets or bool(RELEVANT.search(self.entry.source(node)))
+    def _run_method(self, cls: ClassRef, name: str) -> None:
+        node = cls.node.method(name)
+        if node is not None:
+            self.run_entry(node, cls)
+
+    def _entry_points(self, texts: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+        """The functions and methods (class name or "", name) run as entry points, in source order.
+
+        Every finding starts from a KL, a reference model or a KL API, so an entry point is a
+        definition whose text names one (the same test as the file prefilter, `might_matter`),
+        or one that calls such a definition of this module by name (its caller may hold the
+        loss or reward sink). Other definitions are only followed as helpers.
+        """
+        from kllint.prefilter import might_matter
+
+        chosen = {key for key, text in texts.items() if might_matter(text, self.vocab)}
+        while True:
+            names = {name for _, name in chosen}
+            if not names:
+                break
+            calls = re.compile(r"(?<!def )\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
+            added = {key for key, text in texts.items() if key not in chosen and calls.search(text)}
+            if not added:
+                break
+            chosen |= added
+        return [key for key in texts if key in chosen]
 
     def _guarded(self, action) -> None:
         self.steps = 0
@@ -126,7 +152,9 @@ class Interpreter:
             pass
 
     def _module_statements(self) -> list[cst.CSTNode]:
-        return [s for s in self.entry.tree.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        from kllint.prefilter import might_matter
+
+        return self.entry.module_statements(lambda text: might_matter(text, self.vocab))
 
     def _find_grad_targets(self) -> set[str]:
         """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,
@@ -140,12 +168,12 @@ class Interpreter:
         return targets
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
-                  no_grad: bool = False) -> None:
+                  no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
         name = node.name.value
         is_grad_target = name in self.grad_targets
         frame = Frame(self.entry, {}, function=name, class_ref=cls,
                       no_grad=no_grad or self._no_grad_decorated(node, self.entry), closure=closure,
-                      active=(id(node),))
+                      active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
         for position, param in enumerate(all_params):
@@ -222,7 +250,7 @@ class Interpreter:
     # ------------------------------------------------------------------ helpers
     def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
         module = frame.module
-        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function)
+        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root)
 
     def tick(self) -> None:
         self.steps += 1
@@ -285,7 +313,8 @@ class Interpreter:
                 self._nested_done.add(id(node))
                 saved = self.steps
                 try:
-                    self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad)
+                    self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
+                                   root=frame.root)
                 except Budget:
                     pass
                 self.steps = saved
@@ -528,11 +557,12 @@ class Interpreter:
         carried = [n for n in assigned if n in frame.env]
         placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
-        probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop)
-        if isinstance(node, cst.For):
-            self.assign(node.target, element, probe, node)
-        self.exec_block(body, probe)
         accumulators: dict[str, Value] = {}
+        probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop)
+        if placeholders:
+            if isinstance(node, cst.For):
+                self.assign(node.target, element, probe, node)
+            self.exec_block(body, probe)
         for name, placeholder in placeholders.items():
             grown = [option for option in alternatives(probe.env.get(name))
                      if isinstance(option, Tensor) and placeholder.expr in option.expr.free_symbols]
@@ -636,7 +666,7 @@ class Interpreter:
         return self.global_value(name, frame.module, frame)
 
     def global_value(self, name: str, module: ModuleInfo, frame: Frame) -> Value:
-        if name in module.functions:
+        if name in module.functions and module.functions.get(name) is not None:
             return FunctionRef(name, module.functions[name], module)
         if name in module.classes:
             return ClassRef(name, module.classes[name], module)
@@ -666,8 +696,11 @@ class Interpreter:
         return self._instance_attributes[key]
 
     def _find_instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
-        for stmt in cls.node.body.body:
-            if not isinstance(stmt, cst.FunctionDef) or not isinstance(stmt.body, cst.IndentedBlock):
+        node = cls.node
+        methods = ([node.method(name) for name in node.assigns_attribute(attr)] if isinstance(node, LazyClass)
+                   else class_methods(node))
+        for stmt in methods:
+            if stmt is None or not isinstance(stmt.body, cst.IndentedBlock):
                 continue
             for line in stmt.body.body:
                 if not isinstance(line, cst.SimpleStatementLine):
@@ -689,7 +722,7 @@ class Interpreter:
         if not rest:
             return ModuleRef(f"project:{module.name}")
         head = rest.split(".")[0]
-        if head in module.functions:
+        if head in module.functions and module.functions.get(head) is not None:
             return FunctionRef(head, module.functions[head], module)
         if head in module.classes:
             return ClassRef(head, module.classes[head], module)
@@ -762,9 +795,9 @@ class Interpreter:
         return Unknown(attr)
 
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
-        for stmt in cls.node.body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-                return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=Instance(cls), class_name=cls.name)
+        stmt = class_method(cls.node, name)
+        if stmt is not None:
+            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=Instance(cls), class_name=cls.name)
         if seen > 4:
             return None
         for base in cls.node.bases:
@@ -859,7 +892,8 @@ class Interpreter:
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
                              call_stack=frame.call_stack + (self.anchor(node, frame),),
-                             closure=self._closures.get(key), active=frame.active + (key,))
+                             closure=self._closures.get(key), active=frame.active + (key,),
+                             root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
         if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
             callee_frame.no_grad = True
         params = fdef.params

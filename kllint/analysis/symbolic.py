@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 LP = sp.Symbol("logp", real=True)
 LPD = sp.Symbol("logp_detached", real=True)
@@ -142,13 +143,71 @@ for _ in range(5):
 
 
 def _evaluate(expr: sp.Expr, point: dict[sp.Symbol, float]) -> float | None:
+    """`expr` at `point` as a real float; None if it is not real and finite there or has other symbols."""
+    compiled = _COMPILED.get(expr, _MISSING)
+    if compiled is _MISSING:
+        compiled = _COMPILED[expr] = _compile(expr)
     try:
-        value = complex(expr.evalf(subs=point))
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        value = compiled(point) if compiled is not None else _evaluate_slowly(expr, point)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
         return None
-    if abs(value.imag) > 1e-9 or not math.isfinite(value.real):
+    if value is None or isinstance(value, complex) or not math.isfinite(value):
         return None
-    return value.real
+    return value
+
+
+def _evaluate_slowly(expr: sp.Expr, point: dict[sp.Symbol, float]) -> float | None:
+    value = complex(expr.evalf(subs=point))
+    return value.real if abs(value.imag) <= 1e-9 else None
+
+
+_MISSING = object()
+_NEVER_NUMERIC = (AppliedUndef, sp.Derivative, sp.Subs, Clamp)
+_COMPILED: dict[sp.Expr, object] = {}
+_UNARY = {sp.exp: math.exp, sp.log: math.log, sp.Abs: abs, sp.tanh: math.tanh, sp.sign: lambda x: float((x > 0) - (x < 0))}
+
+
+def _compile(expr: sp.Expr):
+    """A plain-float evaluator of `expr` (closures over `math`), or None for anything else
+    (unknown functions such as `Clamp` never evaluate to a number, as with `evalf`)."""
+    if expr.is_Symbol:
+        return lambda point, s=expr: point[s]
+    if expr.is_Number:
+        if not expr.is_real or not expr.is_finite:
+            return lambda point: None
+        value = float(expr)
+        return lambda point: value
+    if isinstance(expr, _NEVER_NUMERIC):
+        return lambda point: None
+    parts = [_compile(arg) for arg in expr.args]
+    if any(p is None for p in parts):
+        return None
+    if expr.is_Add:
+        return lambda point: math.fsum(p(point) for p in parts)
+    if expr.is_Mul:
+        def product(point):
+            result = 1.0
+            for p in parts:
+                result *= p(point)
+            return result
+        return product
+    if expr.is_Pow:
+        base, exponent = parts
+        return lambda point: _power(base(point), exponent(point))
+    function = _UNARY.get(type(expr))
+    if function is not None and len(parts) == 1:
+        inner = parts[0]
+        return lambda point: function(inner(point))
+    if isinstance(expr, (sp.Max, sp.Min)):
+        pick = max if isinstance(expr, sp.Max) else min
+        return lambda point: pick(p(point) for p in parts)
+    return None
+
+
+def _power(base: float, exponent: float) -> float | None:
+    if base < 0 and not float(exponent).is_integer():
+        return None
+    return base ** exponent
 
 
 def proportional(expr: sp.Expr, template: sp.Expr, points: list[dict[sp.Symbol, float]] | None = None

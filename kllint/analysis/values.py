@@ -44,10 +44,11 @@ class Anchor:
     module: Any = field(compare=False, hash=False, repr=False)
     conditions: tuple[Condition, ...] = ()
     function: str = ""
+    root: Any = field(default=None, compare=False, hash=False, repr=False)
 
     @cached_property
     def span(self) -> Span:
-        return self.module.span(self.node)
+        return self.module.span(self.node, self.root)
 
     def step(self, note: str) -> TraceStep:
         return TraceStep(self.path, self.span.line, self.span.column, note)
