@@ -2,28 +2,45 @@
 """Benchmark `kllint check` on pinned releases of real RL libraries against parsing floors.
 
 Usage:
-    python bench/bench_releases.py            # the four releases the tests use
-    python bench/bench_releases.py --all      # plus trl 1.16.0, openrlhf, nemo-aligner, ... (12 in all)
+    python bench/bench_releases.py                  # the nine releases of issue #6, audited as one
+    python bench/bench_releases.py --per-release    # plus one row per release (twice the run time)
+    python bench/bench_releases.py --core           # the four releases the tests use instead
     python bench/bench_releases.py --releases trl==0.14.0 verl==0.9.1 --repeat 3
 
 Releases are downloaded once into the release cache (`KLLINT_RELEASE_CACHE`, default
 `~/.cache/kllint/releases`) by `tests/releases.py`; nothing is written into the repository.
-Each release is checked as a whole unpacked tree (the wheel's contents, or an sdist's root).
+Each release is a whole unpacked tree (the wheel's contents, or an sdist's root). By default
+these are `ALL_RELEASES` of tests/releases.py (trl 1.16.0, verl, openrlhf, nemo-aligner, areal,
+skyrl, torchtune, deepspeed, roll).
+
+The main result is the combined audit row: the release trees are copied (untimed, symlinks kept
+as links) into one temporary folder, one sub-folder per release, and `kllint check .
+--output-format json` runs from that folder, as on one large checkout. Per-release rows (the
+same columns for each tree on its own) only come with --per-release.
 
 Columns (seconds unless marked):
     files, MB      the .py files kllint discovers in the tree, and their size
     cand.          files the prefilter lets through (kllint's own prefilter if it has one)
-    -j1, -j2       `kllint check TREE --output-format json` as a subprocess, cold, wall time
-                   including interpreter start-up; -j2 only if `kllint check --help` offers -j
-    warm           a re-run over a populated cache, if the CLI offers --cache-dir / --no-cache
-    floor          in-process: read + decode every file, regex prefilter, libcst.parse_module
-                   of the candidates only (a lower bound for any libcst-based linter)
+    -j1, -j2       `kllint check TREE --output-format json` as a subprocess, cold (a fresh empty
+                   --cache-dir each, else --no-cache), wall time including interpreter start-up;
+                   -j2 only if `kllint check --help` offers -j
+    warm           a -j1 re-run over the cache the first cold -j1 run filled, if the CLI offers
+                   --cache-dir / --no-cache; "unchanged" in the combined table
+    warm (1 changed)  combined only: the same re-run after appending `# bench: changed` to one
+                   candidate file (the first, in sorted order, that kllint's prefilter accepts),
+                   appended again before each repeat so every run sees exactly one changed file
+    floor          in-process: read + decode every file, prefilter, libcst.parse_module of the
+                   candidates only (a lower bound for any libcst-based linter)
     libcst all     in-process: read + decode + libcst.parse_module of every file
     ast all        in-process: read + decode + ast.parse of every file
-    /floor, /parse kllint -j1 divided by floor, and by libcst all
+    kllint -j1/floor, kllint -j2/floor   (combined) the cold runs divided by floor
+    kllint/floor, kllint/parse-all       (per release) kllint -j1 divided by floor, by libcst all
     RSS MB         peak resident set size of the kllint -j1 subprocess and its workers (their
                    own rusage via a small launcher process, see run_timed)
     findings       number of JSON findings from the -j1 run (a `!` marks a -j2 count that differs)
+
+If `semgrep` is on PATH, `semgrep scan` with one pattern rule (SEMGREP_RULE) is timed over the
+same combined folder for comparison; otherwise the line says it is not installed.
 
 The pre-commit lines run `kllint check` on 5 files of trl 0.14.0 (one with a finding), the way
 the pre-commit hook does, timed including interpreter start-up (median of --repeat runs, >= 3):
@@ -33,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import re
@@ -43,12 +61,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from releases import ALL_RELEASES, CORE_RELEASES, python_files, release_tree  # noqa: E402
+from releases import ALL_RELEASES, CORE_RELEASES, parse_spec, python_files, release_tree  # noqa: E402
 
 # The floor's prefilter: kllint's own (`kllint.prefilter.might_matter`) when the package has
 # one, else this regex of files that can hold a KL estimate at all; --prefilter forces a regex.
@@ -56,6 +74,19 @@ DEFAULT_PREFILTER = r"kl|log_?probs?|logps?\b|kl_div|KLDiv"
 
 PRECOMMIT_RELEASE = "trl==0.14.0"
 PRECOMMIT_FINDING = "trl/trainer/grpo_trainer.py"
+
+# The warm (1 changed) run of the combined audit appends this line to one candidate file.
+CHANGE_LINE = "# bench: changed\n"
+
+# The semgrep comparison: one simple pattern rule, written to a temporary YAML file.
+SEMGREP_RULE = """\
+rules:
+  - id: bench-kl-div-call
+    pattern: torch.nn.functional.kl_div(...)
+    message: call of torch.nn.functional.kl_div
+    languages: [python]
+    severity: INFO
+"""
 
 
 @dataclass
@@ -76,6 +107,8 @@ class Row:
     j1: Timed | None = None
     j2: Timed | None = None
     warm: Timed | None = None
+    warm_changed: Timed | None = None
+    changed_file: str | None = None
     floor: float = 0.0
     libcst_all: float = 0.0
     ast_all: float = 0.0
@@ -105,15 +138,17 @@ _LAUNCHER = (
 )
 
 
-def run_timed(command: list[str], cwd: Path) -> Timed:
-    """Run `command`; its wall time (interpreter start-up included) and its own peak RSS."""
+def run_timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> Timed:
+    """Run `command` (with `env` added to the environment); its wall time (interpreter start-up
+    included) and its own peak RSS."""
+    environ = {**os.environ, **env} if env else None
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.TemporaryDirectory(prefix="kllint-bench-") as scratch:
         report = Path(scratch) / "usage"
         if hasattr(os, "wait4"):
             proc = subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(report), *command],
-                                  cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+                                  cwd=cwd, env=environ, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
             try:
                 seconds_text, maxrss_text = report.read_text().split()
                 elapsed, maxrss = float(seconds_text), int(maxrss_text)
@@ -121,7 +156,8 @@ def run_timed(command: list[str], cwd: Path) -> Timed:
                 elapsed, maxrss = float("nan"), 0
         else:  # pragma: no cover - not POSIX: wall time only
             start = time.perf_counter()
-            proc = subprocess.run(command, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(command, cwd=cwd, env=environ, stdout=out, stderr=err,
+                                  stdin=subprocess.DEVNULL)
             elapsed = time.perf_counter() - start
             maxrss = 0  # no rusage here
         out.seek(0)
@@ -149,9 +185,16 @@ def detect_cli() -> CliSupport:
     return CliSupport(jobs, "--cache-dir" in text, "--no-cache" in text, "--force-exclude" in text)
 
 
-def kllint_runs(tree: Path, cli: CliSupport, repeat: int, row: Row) -> None:
-    """Cold -j1 (and -j2), then warm if the CLI has a cache we can control."""
-    base = [*kllint_command(), "check", str(tree), "--output-format", "json"]
+def best_of(repeat: int, run: Callable[[], Timed]) -> Timed:
+    """The fastest of `repeat` calls of `run`."""
+    return min((run() for _ in range(repeat)), key=lambda t: t.seconds)
+
+
+def kllint_runs(target: str, cwd: Path, cli: CliSupport, repeat: int, row: Row,
+                change: Callable[[], None] | None = None) -> None:
+    """`kllint check target` from `cwd`: cold -j1 (and -j2), then warm if the CLI has a cache we
+    can control; with `change`, also warm after `change()` edited one file before each run."""
+    base = [*kllint_command(), "check", target, "--output-format", "json"]
     jobs1 = [cli.jobs_flag, "1"] if cli.jobs_flag else []
     caches: list[Path] = []
 
@@ -162,8 +205,7 @@ def kllint_runs(tree: Path, cli: CliSupport, repeat: int, row: Row) -> None:
         return ["--no-cache"] if cli.no_cache else []
 
     def cold(jobs: list[str]) -> Timed:
-        return min((run_timed(base + jobs + fresh_cache(), cwd=tree.parent) for _ in range(repeat)),
-                   key=lambda t: t.seconds)
+        return best_of(repeat, lambda: run_timed(base + jobs + fresh_cache(), cwd=cwd))
 
     try:
         row.j1 = cold(jobs1)
@@ -173,12 +215,20 @@ def kllint_runs(tree: Path, cli: CliSupport, repeat: int, row: Row) -> None:
             warm_flags = ["--cache-dir", str(caches[0])]  # filled by the first cold -j1 run
         elif cli.no_cache:
             warm_flags = []
-            run_timed(base + jobs1, cwd=tree.parent)  # prime the default cache, untimed
-            row.notes.append("warm run used the default cache location")
+            run_timed(base + jobs1, cwd=cwd)  # prime the default cache, untimed
+            row.notes.append("warm runs used the default cache location")
         else:
             return
-        row.warm = min((run_timed(base + jobs1 + warm_flags, cwd=tree.parent) for _ in range(repeat)),
-                       key=lambda t: t.seconds)
+        warm = base + jobs1 + warm_flags
+        row.warm = best_of(repeat, lambda: run_timed(warm, cwd=cwd))
+        if change is None:
+            return
+
+        def changed() -> Timed:
+            change()
+            return run_timed(warm, cwd=cwd)
+
+        row.warm_changed = best_of(repeat, changed)
     finally:
         for cache in caches:
             shutil.rmtree(cache, ignore_errors=True)
@@ -186,13 +236,14 @@ def kllint_runs(tree: Path, cli: CliSupport, repeat: int, row: Row) -> None:
 
 # --- in-process floors --------------------------------------------------------------------------
 
-def discovered_files(tree: Path) -> list[Path]:
-    """The files kllint would check (its own discovery), else every .py file."""
+def discovered_files(tree: Path, cwd: Path) -> list[Path]:
+    """The files `kllint check TREE` run from `cwd` would check (its own discovery), else every
+    .py file; sorted."""
     try:
         from kllint.config import Settings
         from kllint.discovery import discover
 
-        return sorted({item.path.resolve() for item in discover([str(tree)], Settings(), cwd=tree.parent)})
+        return sorted({item.path.resolve() for item in discover([str(tree)], Settings(), cwd=cwd)})
     except Exception:  # noqa: BLE001 - the bench must run against any state of the package
         return python_files(tree)
 
@@ -260,7 +311,7 @@ def measure_floors(files: list[Path], prefilter: Callable[[str], bool], repeat: 
         row.notes.append(f"{row.parse_failures} files do not decode or parse with libcst")
 
 
-# --- one release --------------------------------------------------------------------------------
+# --- one release, and the combined audit -------------------------------------------------------
 
 def findings_count(timed: Timed | None) -> int | None:
     if timed is None or timed.exit_code not in (0, 1):
@@ -271,21 +322,96 @@ def findings_count(timed: Timed | None) -> int | None:
         return None
 
 
-def bench_release(spec: str, cli: CliSupport, prefilter: Callable[[str], bool], repeat: int) -> Row:
-    row = Row(spec)
-    tree = release_tree(spec)
-    files = discovered_files(tree)
-    row.files = len(files)
-    row.mb = sum(p.stat().st_size for p in files) / 1e6
-    measure_floors(files, prefilter, repeat, row)
-    kllint_runs(tree, cli, repeat, row)
-    for label, timed in (("-j1", row.j1), ("-j2", row.j2), ("warm", row.warm)):
+def note_failures(row: Row) -> None:
+    """Add a note for each kllint run that failed or reported internal errors."""
+    runs = (("-j1", row.j1), ("-j2", row.j2), ("warm", row.warm), ("warm (1 changed)", row.warm_changed))
+    for label, timed in runs:
         if timed is not None and timed.exit_code not in (0, 1):
             last = timed.stderr.strip().splitlines()[-1:] or [""]
             row.notes.append(f"kllint {label} exited {timed.exit_code}: {last[0][:160]}")
         elif timed is not None and "internal error" in timed.stderr:
             row.notes.append(f"kllint {label} reported internal errors")
+
+
+def measure_files(row: Row, files: list[Path], prefilter: Callable[[str], bool], repeat: int) -> None:
+    """The row's file count and size, and the in-process floors over `files`."""
+    row.files = len(files)
+    row.mb = sum(p.stat().st_size for p in files) / 1e6
+    measure_floors(files, prefilter, repeat, row)
+
+
+def bench_release(spec: str, cli: CliSupport, prefilter: Callable[[str], bool], repeat: int) -> Row:
+    """One per-release row: `kllint check TREE` from the tree's parent folder."""
+    row = Row(spec)
+    tree = release_tree(spec)
+    measure_files(row, discovered_files(tree, tree.parent), prefilter, repeat)
+    kllint_runs(str(tree), tree.parent, cli, repeat, row)
+    note_failures(row)
     return row
+
+
+@contextlib.contextmanager
+def combined_folder(specs: list[str]) -> Iterator[Path]:
+    """A temporary folder holding a copy of each release tree in `<name>-<version>/`."""
+    with tempfile.TemporaryDirectory(prefix="kllint-bench-combined-") as scratch:
+        folder = Path(scratch)
+        for spec in specs:
+            name, version = parse_spec(spec)
+            shutil.copytree(release_tree(spec), folder / f"{name}-{version}", symlinks=True)
+        yield folder
+
+
+def first_candidate(files: list[Path], accepts: Callable[[str], bool]) -> Path | None:
+    """The first of `files` (sorted) whose text `accepts` lets through."""
+    for path in files:
+        text = _read(path)
+        if text is not None and accepts(text):
+            return path
+    return None
+
+
+def append_change(path: Path) -> None:
+    """Append CHANGE_LINE to `path` (after a newline if the file does not end with one)."""
+    data = path.read_bytes()
+    with path.open("ab") as handle:
+        handle.write((b"" if not data or data.endswith(b"\n") else b"\n") + CHANGE_LINE.encode())
+
+
+def bench_combined(folder: Path, cli: CliSupport, prefilter: Callable[[str], bool], repeat: int) -> Row:
+    """The combined audit row: `kllint check .` run from `folder`, which holds all the releases.
+
+    The warm (1 changed) runs append to the first file that kllint's own prefilter accepts (the
+    default regex if kllint has none), so they modify `folder`.
+    """
+    row = Row("combined")
+    files = discovered_files(folder, folder)
+    measure_files(row, files, prefilter, repeat)
+    changed = first_candidate(files, choose_prefilter(None)[0])
+    if changed is None:
+        row.notes.append("no candidate file to change: no warm (1 changed) run")
+        kllint_runs(".", folder, cli, repeat, row)
+    else:
+        row.changed_file = changed.relative_to(folder.resolve()).as_posix()
+        kllint_runs(".", folder, cli, repeat, row, change=lambda: append_change(changed))
+    note_failures(row)
+    return row
+
+
+def semgrep_run(folder: Path, repeat: int) -> tuple[str, Timed] | None:
+    """`semgrep scan` of `folder` with SEMGREP_RULE: (its version, the fastest run); None when
+    semgrep is not installed."""
+    semgrep = shutil.which("semgrep")
+    if semgrep is None:
+        return None
+    env = {"SEMGREP_ENABLE_VERSION_CHECK": "0"}  # no network round trip inside the timing
+    version = subprocess.run([semgrep, "--version"], capture_output=True, text=True,
+                             env={**os.environ, **env}).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="kllint-bench-semgrep-") as scratch:
+        rule = Path(scratch) / "rule.yaml"
+        rule.write_text(SEMGREP_RULE, encoding="utf-8")
+        command = [semgrep, "scan", "--config", str(rule), "--metrics=off", "--quiet", "--json", "."]
+        timed = best_of(repeat, lambda: run_timed(command, cwd=folder, env=env))
+    return version, timed
 
 
 def precommit_run(cli: CliSupport, repeat: int) -> tuple[Timed, Timed | None, list[str]]:
@@ -334,35 +460,98 @@ def ratio(timed: Timed | None, base: float) -> str:
     return "n/a" if timed is None or base <= 0 else f"{timed.seconds / base:.2f}"
 
 
-def print_table(rows: list[Row]) -> None:
-    header = ["release", "files", "MB", "cand.", "kllint -j1", "kllint -j2", "warm", "floor",
-              "libcst all", "ast all", "kllint/floor", "kllint/parse-all", "RSS MB", "findings"]
+def findings_cell(row: Row) -> str:
+    """The -j1 findings count, with `!` when the -j2 run found a different number."""
+    n1, n2 = findings_count(row.j1), findings_count(row.j2)
+    return "n/a" if n1 is None else str(n1) + ("!" if row.j2 is not None and n2 != n1 else "")
+
+
+def rss_cell(row: Row) -> str:
+    """Peak RSS of the -j1 run, in MB."""
+    return fmt(row.j1.maxrss_mb if row.j1 else None)
+
+
+def print_markdown(header: list[str], rows: list[list[str]]) -> None:
+    """Print a markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for row in rows:
-        n1, n2 = findings_count(row.j1), findings_count(row.j2)
-        found = "n/a" if n1 is None else str(n1) + ("!" if row.j2 is not None and n2 != n1 else "")
-        cells = [row.spec, str(row.files), f"{row.mb:.2f}", str(row.candidates), secs(row.j1), secs(row.j2),
-                 secs(row.warm), fmt(row.floor), fmt(row.libcst_all), fmt(row.ast_all),
-                 ratio(row.j1, row.floor), ratio(row.j1, row.libcst_all),
-                 fmt(row.j1.maxrss_mb if row.j1 else None), found]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     print("\n".join(lines))
 
 
-def main(argv: list[str] | None = None) -> int:
+def print_table(rows: list[Row]) -> None:
+    """The per-release table."""
+    header = ["release", "files", "MB", "cand.", "kllint -j1", "kllint -j2", "warm", "floor",
+              "libcst all", "ast all", "kllint/floor", "kllint/parse-all", "RSS MB", "findings"]
+    print_markdown(header, [
+        [row.spec, str(row.files), f"{row.mb:.2f}", str(row.candidates), secs(row.j1), secs(row.j2),
+         secs(row.warm), fmt(row.floor), fmt(row.libcst_all), fmt(row.ast_all),
+         ratio(row.j1, row.floor), ratio(row.j1, row.libcst_all), rss_cell(row), findings_cell(row)]
+        for row in rows])
+
+
+def print_combined(row: Row, specs: list[str]) -> None:
+    """The combined audit table (one row) and the file its warm (1 changed) run edited."""
+    releases = f"{len(specs)} release{'' if len(specs) == 1 else 's'}"
+    print(f"combined audit: `kllint check .` over one folder holding {releases} ({', '.join(specs)}):")
+    print()
+    header = ["files", "MB", "cand.", "kllint -j1", "kllint -j2", "warm (unchanged)", "warm (1 changed)",
+              "floor", "libcst all", "ast all", "kllint -j1/floor", "kllint -j2/floor", "RSS MB", "findings"]
+    print_markdown(header, [[
+        str(row.files), f"{row.mb:.2f}", str(row.candidates), secs(row.j1), secs(row.j2), secs(row.warm),
+        secs(row.warm_changed), fmt(row.floor), fmt(row.libcst_all), fmt(row.ast_all),
+        ratio(row.j1, row.floor), ratio(row.j2, row.floor), rss_cell(row), findings_cell(row)]])
+    if row.changed_file:
+        print()
+        print(f"warm (1 changed): {CHANGE_LINE.strip()!r} appended to {row.changed_file} before each run")
+
+
+def print_semgrep(result: tuple[str, Timed] | None) -> None:
+    """The semgrep comparison line: time, exit code, matches, peak RSS; or "not installed"."""
+    if result is None:
+        print("semgrep: not installed (n/a)")
+        return
+    version, timed = result
+    try:
+        matches = str(len(json.loads(timed.stdout)["results"]))
+    except (ValueError, KeyError, TypeError):
+        matches = "n/a"
+    print(f"semgrep {version or '?'} (one pattern rule, same folder): {secs(timed)} s, exit {timed.exit_code}, "
+          f"{matches} matches, peak RSS {timed.maxrss_mb:.2f} MB")
+
+
+def print_precommit(cold: Timed, warm: Timed | None, files: list[str]) -> None:
+    """The pre-commit-sized run's lines."""
+    print(f"pre-commit-sized run (5 files of {PRECOMMIT_RELEASE}, one with a finding), "
+          "median, interpreter start-up included:")
+    for label, timed in (("cold", cold), ("warm", warm)):
+        if timed is None:
+            continue
+        n = findings_count(timed)
+        print(f"  {label}: {timed.seconds:.2f} s, exit {timed.exit_code}, "
+              f"{'n/a' if n is None else n} findings, peak RSS {timed.maxrss_mb:.2f} MB")
+    print("  files: " + " ".join(files))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; --releases and --core choose other releases than ALL_RELEASES."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--all", action="store_true", help="also trl 1.16.0, openrlhf, nemo-aligner, areal, skyrl, torchtune, deepspeed, roll")
-    parser.add_argument("--releases", nargs="+", metavar="NAME==VERSION", help="exactly these releases")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--releases", nargs="+", metavar="NAME==VERSION",
+                        help="exactly these releases (default: the nine of ALL_RELEASES in tests/releases.py)")
+    chosen.add_argument("--core", action="store_true",
+                        help="the four releases the tests use: " + ", ".join(CORE_RELEASES))
+    parser.add_argument("--per-release", action="store_true",
+                        help="also one row per release (about doubles the run time)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the minimum is shown")
     parser.add_argument("--prefilter", default=None, metavar="REGEX",
                         help="regex of the floor's prefilter (default: kllint's own prefilter if it has one, "
                              f"else {DEFAULT_PREFILTER!r})")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    if args.releases:
-        specs = list(args.releases)
-    else:
-        specs = list(CORE_RELEASES) + ([s for s in ALL_RELEASES if s not in CORE_RELEASES] if args.all else [])
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    specs = list(args.releases or (CORE_RELEASES if args.core else ALL_RELEASES))
     repeat = max(1, args.repeat)
     prefilter, prefilter_name = choose_prefilter(args.prefilter)
     cli = detect_cli()
@@ -374,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
           f"cpus {os.cpu_count()}")
     print(f"CLI support: jobs={cli.jobs_flag or 'no'}, cache-dir={'yes' if cli.cache_dir else 'no'}, "
           f"no-cache={'yes' if cli.no_cache else 'no'}; prefilter {prefilter_name}; repeat {repeat}")
-    for spec in specs:  # download everything first, so no timing includes a download
+    for spec in [*specs, PRECOMMIT_RELEASE]:  # download everything first, so no timing includes a download
         release_tree(spec)
 
     startup = min(run_timed([sys.executable, "-c", "pass"], cwd=REPO).seconds for _ in range(3))
@@ -382,24 +571,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"interpreter start-up {startup:.2f} s; `kllint --version` {imports:.2f} s")
     print()
 
-    rows = []
-    for spec in specs:
-        print(f"... {spec}", file=sys.stderr, flush=True)
-        rows.append(bench_release(spec, cli, prefilter, repeat))
-    print_table(rows)
-
-    cold, warm, files = precommit_run(cli, repeat)
+    print(f"... combined ({', '.join(specs)})", file=sys.stderr, flush=True)
+    with combined_folder(specs) as folder:
+        combined = bench_combined(folder, cli, prefilter, repeat)
+        semgrep = semgrep_run(folder, repeat)
+    print_combined(combined, specs)
     print()
-    print(f"pre-commit-sized run (5 files of {PRECOMMIT_RELEASE}, one with a finding), "
-          "median, interpreter start-up included:")
-    for label, timed in (("cold", cold), ("warm", warm)):
-        if timed is None:
-            continue
-        n = findings_count(timed)
-        print(f"  {label}: {timed.seconds:.2f} s, exit {timed.exit_code}, "
-              f"{'n/a' if n is None else n} findings, peak RSS {timed.maxrss_mb:.2f} MB")
-    print("  files: " + " ".join(files))
-    notes = [(row.spec, note) for row in rows for note in row.notes]
+    print_semgrep(semgrep)
+
+    rows: list[Row] = []
+    if args.per_release:
+        for spec in specs:
+            print(f"... {spec}", file=sys.stderr, flush=True)
+            rows.append(bench_release(spec, cli, prefilter, repeat))
+        print()
+        print_table(rows)
+
+    print()
+    print_precommit(*precommit_run(cli, repeat))
+    notes = [(row.spec, note) for row in [combined, *rows] for note in row.notes]
     if notes:
         print()
         for spec, note in notes:

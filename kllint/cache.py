@@ -118,9 +118,15 @@ def implementation_digest() -> str:
     entry points count because tests replace the analysis by a fake one in process.
     """
     global _IMPLEMENTATION
+    import sys
+
     import kllint
     from kllint import prefilter
-    from kllint.analysis import checker
+
+    # the analysis (libcst, sympy) is not imported just to read this name: if nothing imported
+    # it yet, nothing replaced its entry point either
+    checker = sys.modules.get("kllint.analysis.checker")
+    check_source = checker.check_source if checker is not None else None
 
     hasher = hashlib.sha256(f"{kllint.__version__}\0{FORMAT}\0".encode())
     package = Path(kllint.__file__).resolve().parent
@@ -133,8 +139,11 @@ def implementation_digest() -> str:
                 continue
         _IMPLEMENTATION = sources.hexdigest()
     hasher.update(_IMPLEMENTATION.encode())
-    for function in (checker.check_source, prefilter.might_matter):
-        hasher.update(f"\0{function.__module__}.{function.__qualname__}".encode())
+    names = ["kllint.analysis.checker.check_source" if check_source is None
+             else f"{check_source.__module__}.{check_source.__qualname__}"]
+    names.append(f"{prefilter.might_matter.__module__}.{prefilter.might_matter.__qualname__}")
+    for name in names:
+        hasher.update(f"\0{name}".encode())
     return hasher.hexdigest()
 
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-import libcst as cst
-
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
@@ -105,9 +103,10 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 
 
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
-                 track: bool = False) -> Outcome:
-    """Read, analyse and filter one file; never raises for bad input."""
-    from kllint.analysis.checker import check_source
+                 track: bool = False, prefilter: bool = True) -> Outcome:
+    """Read, analyse and filter one file; never raises for bad input. With `prefilter` off,
+    the analysis runs even on files that name no KL or reference (their findings must be none:
+    tests/test_prefilter.py)."""
     from kllint.prefilter import might_matter, parse_or_error
 
     display = item.display
@@ -135,8 +134,12 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     if error is not None:
         return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
                                          error.offset or 1)], digest)
-    if not might_matter(text, settings.vocab):
+    if prefilter and not might_matter(text, settings.vocab):
         return _final([], digest)
+    import libcst as cst
+
+    from kllint.analysis.checker import check_source
+
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
@@ -171,14 +174,15 @@ def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
-        cache: "ResultCache | None" = None) -> RunResult:
+        cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
     the closest configuration); `progress` is called after each file. With `jobs` > 1 and more
     than `kllint.parallel.THRESHOLD` files to analyse that pass the prefilter, the files are
     analysed by a pool of worker processes (the output is the same as with one job). `cache` (a `kllint.cache.ResultCache`)
-    supplies the results of unchanged files and keeps the new ones.
+    supplies the results of unchanged files and keeps the new ones. `prefilter=False` (for tests)
+    analyses every file in this process.
 
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
@@ -207,13 +211,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     track = cache is not None
     from kllint import parallel
 
-    if (jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable()
+    if (prefilter and jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable()
             and parallel.worth_it([files[p] for p in pending])):
         parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
         index = ProjectIndex()
         for position in pending:
-            done(position, analyse_file(files[position], per_file[position], index, track))
+            done(position, analyse_file(files[position], per_file[position], index, track, prefilter))
 
     result = RunResult()
     seen: set[tuple] = set()

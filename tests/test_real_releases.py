@@ -172,3 +172,19 @@ def test_all_four_releases_without_internal_errors(all_four) -> None:
     findings = all_four["findings"]
     assert isinstance(findings, list)
     assert "KL900" not in {f["code"] for f in findings}, [f for f in findings if f["code"] == "KL900"][:5]
+
+
+def test_releases_same_findings_without_prefilter(all_four) -> None:
+    """Issue 6, item 1: every file analysed in one process gives the findings of the prefiltered
+    two-worker CLI run."""
+    from kllint.config import Settings
+    from kllint.discovery import discover
+    from kllint.engine import run
+
+    settings = Settings()
+    files = list(discover(list(all_four["folders"].values()), settings))
+    result = run(files, settings, jobs=1, prefilter=False)
+    assert not result.internal_errors
+    unfiltered = sorted((str(Path(d.path).resolve()), d.span.line, d.span.column, d.code) for d in result.diagnostics)
+    cli = sorted((str(Path(f["path"]).resolve()), f["line"], f["column"], f["code"]) for f in all_four["findings"])
+    assert unfiltered == cli

@@ -96,7 +96,7 @@ def vocab_call(it: "Interpreter", node: cst.Call, args: list[Value], frame: "Fra
     vocab = it.vocab
     if vocab is None or not args:
         return None
-    from kllint.analysis.index import dotted_name
+    from kllint.analysis.module import dotted_name
 
     name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
     if name in vocab.stop_gradient_functions:

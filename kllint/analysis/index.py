@@ -7,13 +7,13 @@ line: a file's findings never depend on the other files of the run.
 """
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kllint.analysis.module import ModuleInfo, ParseFailure, dotted_name, parse_ast, parse_module
+if TYPE_CHECKING:  # libcst is imported only when a module is analysed
+    import ast
 
-__all__ = ["ModuleInfo", "ParseFailure", "ProjectIndex", "display_path", "dotted_name", "package_root",
-           "parse_ast", "parse_module"]
+    from kllint.analysis.module import ModuleInfo
 
 
 def display_path(path: Path) -> str:
@@ -54,6 +54,8 @@ class ProjectIndex:
         Raises:
             SyntaxError: Python rejects the text.
         """
+        from kllint.analysis.module import ModuleInfo
+
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
         info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
         self._roots = [root]
@@ -115,6 +117,8 @@ class ProjectIndex:
         if path in self._by_path:
             self._by_path[probed] = self._by_path[path]
             return self._by_path[path]
+        from kllint.analysis.module import ModuleInfo
+
         info: ModuleInfo | None = None
         try:
             if path.stat().st_size <= self.MAX_MODULE_BYTES:

@@ -10,7 +10,7 @@ all together otherwise. Loss, reward and API facts are recorded for the rules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable
 
 import libcst as cst
@@ -20,8 +20,8 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.facts import LossFact, RewardFact
-from kllint.analysis.index import ModuleInfo, ProjectIndex, dotted_name
-from kllint.analysis.module import LazyClass, class_method, class_methods
+from kllint.analysis.index import ProjectIndex
+from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import _plain
 from kllint.analysis.values import (
@@ -1168,20 +1168,12 @@ def _assigned_names(statements: list[cst.CSTNode]) -> list[str]:
 
 def _collect_assigned(statements: list[cst.CSTNode]) -> list[str]:
     names: list[str] = []
-
-    class Collector(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            for name in _target_names(node.target):
-                names.append(name)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.extend(_target_names(node.target))
-
     for statement in statements:
-        statement.visit(Collector())
+        for node in _walk(statement, skip=(cst.FunctionDef,)):
+            if isinstance(node, cst.AssignTarget):
+                names.extend(_target_names(node.target))
+            elif isinstance(node, cst.AugAssign):
+                names.extend(_target_names(node.target))
     return list(dict.fromkeys(names))
 
 
@@ -1190,21 +1182,46 @@ def _used_names(node: cst.CSTNode) -> list[str]:
 
 
 def _collect_used(node: cst.CSTNode) -> list[str]:
+    """Names read in an expression: `a` of `a.b.c`, not `b` or `c`; lambdas are not entered."""
     names: list[str] = []
-
-    class Collector(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.append(name.value)
-
-        def visit_Attribute(self, attr: cst.Attribute) -> bool:
-            attr.value.visit(self)
-            return False
-
-        def visit_Lambda(self, lam: cst.Lambda) -> bool:
-            return False
-
-    node.visit(Collector())
+    for item in _walk(node, skip=(cst.Lambda,), attribute_values=True):
+        if isinstance(item, cst.Name):
+            names.append(item.value)
     return list(dict.fromkeys(names))
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LAYOUT = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after", "header", "footer",
+           "newline", "lbracket", "rbracket", "lbrace", "rbrace", "colon", "equal", "star", "dot", "operator")
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    found = _CHILD_FIELDS.get(kind)
+    if found is None:
+        found = _CHILD_FIELDS[kind] = tuple(f.name for f in fields(kind) if not f.name.startswith(_LAYOUT))
+    return found
+
+
+def _walk(root: cst.CSTNode, skip: tuple[type, ...] = (), attribute_values: bool = False):
+    """`root` and the nodes below it (layout-only fields skipped; nodes of the `skip` types are
+    yielded but not entered). With `attribute_values`, an Attribute is entered on its `value` side only."""
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, skip):
+            continue
+        if attribute_values and isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        children: list[cst.CSTNode] = []
+        for name in _child_fields(type(node)):
+            child = getattr(node, name)
+            if isinstance(child, cst.CSTNode):
+                children.append(child)
+            elif isinstance(child, (list, tuple)):
+                children.extend(c for c in child if isinstance(c, cst.CSTNode))
+        stack.extend(reversed(children))  # pre-order, in source order
 
 
 def _target_names(target: cst.BaseExpression) -> list[str]:

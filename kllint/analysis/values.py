@@ -188,6 +188,8 @@ def alternatives(value: Value) -> tuple[Value, ...]:
 
 def join(*values: Value) -> Value:
     """Merge values from branches, dropping duplicates."""
+    if len(values) == 1 and values[0] is not None:
+        return values[0]  # a single value, or alternatives already merged
     options: list[Value] = []
     keys: set = set()
     plain_seen = False
@@ -235,9 +237,22 @@ def _plain(value: Value) -> bool:
     if isinstance(value, Unknown):
         return True
     if isinstance(value, Tensor):
-        return value.anchor is None and value.kind is None and value.space is None and all(
-            "__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_")) for s in value.expr.free_symbols)
+        return value.anchor is None and value.kind is None and value.space is None and _opaque(value.expr)
     return False
+
+
+_OPAQUE: dict[Any, bool] = {}
+
+
+def _opaque(expr: Any) -> bool:
+    """Built only from opaque symbols (no role, reduction, KL term or loop placeholder); memoised."""
+    found = _OPAQUE.get(expr)
+    if found is None:
+        if len(_OPAQUE) > 100_000:
+            _OPAQUE.clear()
+        found = _OPAQUE[expr] = all("__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_"))
+                                    for s in expr.free_symbols)
+    return found
 
 
 def _key(value: Value) -> object:

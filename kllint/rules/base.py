@@ -8,7 +8,7 @@ import sympy as sp
 
 from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import KLTerm
-from kllint.analysis.index import ModuleInfo
+from kllint.analysis.module import ModuleInfo
 from kllint.analysis.values import Anchor, Condition
 from kllint.diagnostics import Diagnostic, Estimate, Fix, TraceStep
 from kllint.rules.registry import BY_CODE

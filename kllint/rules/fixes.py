@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from kllint.analysis.facts import KLTerm
-from kllint.analysis.index import ModuleInfo
+from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Estimate, Fix
 
 if TYPE_CHECKING:

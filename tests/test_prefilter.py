@@ -1,0 +1,100 @@
+"""The prefilter is sound: findings are the same with and without it (issue 6, item 1).
+
+The file prefilter (`kllint.prefilter.might_matter`) and the choice of entry points share one
+test (a KL, reference or KL-API word), so a file it rejects can hold no finding. The real
+releases get the same check in tests/test_real_releases.py.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kllint.analysis.index import ProjectIndex
+from kllint.analysis.interpreter import Interpreter
+from kllint.config import Settings, Vocab
+from kllint.discovery import discover
+from kllint.engine import run
+from kllint.prefilter import might_matter
+from kllint.report import json as report_json
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_CASES = ROOT.parent / "shared" / "cases"
+
+CALLER_HOLDS_THE_SINK = '''\
+import torch
+
+
+def penalty(logp, batch):
+    ref_logp = batch["ref_logps"]
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def training_step(model, batch, optimizer):
+    logp = torch.log_softmax(model(batch["input_ids"]), dim=-1)
+    loss = penalty(logp, batch).mean()
+    loss.backward()
+    optimizer.step()
+
+
+def collate(items):
+    return [item * 2 for item in items]
+
+
+class Trainer:
+    def step(self, batch):
+        return training_step(self.model, batch, self.optimizer)
+
+    def log(self, metrics):
+        print(metrics)
+'''
+
+
+def _json(paths: list[Path], prefilter: bool) -> str:
+    settings = Settings()
+    files = list(discover([str(p) for p in paths], settings))
+    result = run(files, settings, jobs=1, prefilter=prefilter)
+    assert not result.internal_errors
+    return report_json.render(result.diagnostics)
+
+
+@pytest.mark.parametrize("folder", [ROOT / "fixtures", SHARED_CASES], ids=["fixtures", "shared-cases"])
+def test_same_findings_with_and_without_prefilter(folder):
+    with_prefilter = _json([folder], prefilter=True)
+    assert with_prefilter.count('"code"') > 20  # the folders are full of findings
+    assert _json([folder], prefilter=False) == with_prefilter
+
+
+def test_a_file_without_kl_words_is_not_analysed_and_has_no_findings(tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("import torch\n\ndef loss(logp, advantages):\n    return -(logp * advantages).mean()\n")
+    assert not might_matter(plain.read_text())
+    assert _json([plain], prefilter=False) == _json([plain], prefilter=True) == "[]\n"
+
+
+def test_configured_reference_names_pass_the_prefilter():
+    text = "def loss(logp, anchor_lp):\n    return (anchor_lp - logp).mean()\n"
+    assert not might_matter(text)
+    assert might_matter(text, Vocab(reference_names=("anchor_lp",)))
+    assert not might_matter(text, Vocab(reference_names=("anchor",)))  # whole identifiers only
+
+
+def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_path):
+    path = tmp_path / "step.py"
+    path.write_text(CALLER_HOLDS_THE_SINK)
+    index = ProjectIndex()
+    module = index.module_for_file(path.read_text(), path, "step.py")
+    interpreter = Interpreter(module, index)
+    texts = {("", name): module.functions.text(name) for name in module.functions}
+    texts.update({("Trainer", name): module.classes["Trainer"].method_text(name)
+                  for name in module.classes["Trainer"].method_names})
+    assert interpreter._entry_points(texts) == [("", "penalty"), ("", "training_step"), ("Trainer", "step")]
+
+
+def test_the_sink_in_a_caller_without_kl_words_is_found(tmp_path):
+    path = tmp_path / "step.py"
+    path.write_text(CALLER_HOLDS_THE_SINK)
+    found = {(d["code"], d["line"]) for d in json.loads(_json([path], prefilter=True))}
+    assert found == {("KL102", 7), ("KL201", 7)}
