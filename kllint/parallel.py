@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from kllint.engine import Outcome
 
 THRESHOLD = 8
-CHUNKS_PER_JOB = 4
+CHUNKS_PER_JOB = 16
 CRASH_ENV = "KLLINT_TEST_CRASH_ON"
 _STARTED, _FINISHED = 1, 2
 

@@ -1,30 +1,40 @@
 """Decide from the text alone whether a file can hold a finding, before any parsing.
 
-Every finding needs a reference-side or KL-side name as one word of an identifier (the analysis
-takes the reference role only from names: `ref_logp`, `base_model`, `teacher`,
-`batch["ref_log_probs"]`; `kl_coef`, `per_token_kl`) or a KL API (`kl_div`, `KLDivLoss`,
-`kl_divergence`). A helper in another module is checked where it is defined. Files with none of
-these are only checked for syntax (`ast`, much cheaper than libcst).
+Every finding needs a KL or the reference policy, and the analysis takes both only from names:
+the reference role from an identifier `kllint.analysis.roles` reads as a reference log-prob or
+reference model (`ref_logp`, `teacher_logits`, `ref_model`, `batch["ref_log_probs"]`, a bare
+`ref`), a KL from a KL word (`kl`, `per_token_kl`, `kls`) or a KL API (`kl_div`, `KLDivLoss`,
+`kl_divergence`). So a file (or a function: the entry points use the same test) that names
+none of them cannot hold a finding; a helper in another module is checked where it is defined.
+Files that cannot are only checked for syntax (`ast`, much cheaper than libcst).
 """
 from __future__ import annotations
 
 import ast
 import re
 
-from kllint.analysis.roles import REFERENCE_TOKENS
+from kllint.analysis import roles
 
-# words that name the reference or a KL on their own; `base`, `init`, `initial` and `prior` only
-# next to a log-prob or model word (`base_logp`, `init_model`), since `__init__` is everywhere
+# `base`, `init`, `initial` and `prior` read as reference words only next to a log-prob or
+# model word (`base_logp`, `init_model`): `__init__`, `BaseModel` and `base` are everywhere
 _WEAK = ("base", "init", "initial", "prior")
-_WORDS = sorted((REFERENCE_TOKENS - set(_WEAK)) | {"kl", "kld", "kls", "reference"}, key=len, reverse=True)
+_STRONG = roles.REFERENCE_TOKENS - set(_WEAK)
 _START = r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
-# a word of an identifier: `_` and camelCase humps separate words, so `ref_logp`, `refLogp` and
-# `KLDivLoss` match while `prefix` or `database` do not
-CANDIDATE = re.compile(
-    _START + r"(?i:" + "|".join(re.escape(w) for w in _WORDS) + r")(?![a-z])"
-    + r"|" + _START + r"(?i:" + "|".join(_WEAK) + r")_?(?i:log|lp|model|policy|logit|actor)"
-    + r"|(?i:log_?probs?|logps?|lps?|logits)_(?i:" + "|".join(_WEAK) + r")(?![a-z])"
-)
+# a word of an identifier: `_` and camelCase humps separate words, so `per_token_kl`, `useKL`
+# and `KLDivLoss` match while `skl` or `klass` do not
+_KL_WORD = re.compile(_START + r"(?i:kls?|kld)(?![a-z])|(?i:kl_?div)")
+_WEAK_NEXT_TO_MODEL = re.compile(_START + r"(?i:" + "|".join(_WEAK) + r")_?(?i:log|lp|model|policy|logit|actor)")
+
+
+def names_kl_or_reference(identifier: str) -> bool:
+    """Whether one identifier names a KL, a KL API, or (as the analysis reads names) the
+    reference policy's log-probs or model."""
+    if _KL_WORD.search(identifier):
+        return True
+    if roles.logprob_role(identifier) != "reference" and roles.model_role(identifier) != "reference":
+        return False
+    return (any(token in _STRONG for token in roles.tokens(identifier)) or roles.is_logprob_name(identifier)
+            or _WEAK_NEXT_TO_MODEL.search(identifier) is not None)
 
 
 def _vocab_pattern(reference_names: tuple[str, ...]) -> re.Pattern[str] | None:
@@ -36,10 +46,24 @@ def _vocab_pattern(reference_names: tuple[str, ...]) -> re.Pattern[str] | None:
 _VOCAB_PATTERNS: dict[tuple[str, ...], re.Pattern[str] | None] = {}
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VERDICTS: dict[str, bool] = {}
+
+
+def _names_a_candidate(identifier: str) -> bool:
+    verdict = _VERDICTS.get(identifier)
+    if verdict is None:
+        if len(_VERDICTS) > 200_000:
+            _VERDICTS.clear()
+        verdict = _VERDICTS[identifier] = names_kl_or_reference(identifier)
+    return verdict
+
+
 def might_matter(text: str, vocab: object | None = None) -> bool:
-    """True when the text mentions a KL or reference word (or a KL API), or one of the
-    configured reference names of `vocab` (`[tool.kllint.vocab] reference-names`)."""
-    if CANDIDATE.search(text):
+    """True when an identifier of the text (in code, strings or comments) names a KL or the
+    reference policy (`names_kl_or_reference`), or is one of the configured reference names
+    of `vocab` (`[tool.kllint.vocab] reference-names`). Each distinct identifier is judged once."""
+    if any(_names_a_candidate(identifier) for identifier in set(_IDENTIFIER.findall(text))):
         return True
     names = tuple(getattr(vocab, "reference_names", ()) or ())
     if not names:

@@ -90,7 +90,8 @@ def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_pat
     texts = {("", name): module.functions.text(name) for name in module.functions}
     texts.update({("Trainer", name): module.classes["Trainer"].method_text(name)
                   for name in module.classes["Trainer"].method_names})
-    assert interpreter._entry_points(texts) == [("", "penalty"), ("", "training_step"), ("Trainer", "step")]
+    names = {key: (module.functions.identifiers(key[1]) if not key[0] else module.classes[key[0]].method_identifiers(key[1])) for key in texts}
+    assert interpreter._entry_points(texts, names) == [("", "penalty"), ("", "training_step"), ("Trainer", "step")]
 
 
 def test_the_sink_in_a_caller_without_kl_words_is_found(tmp_path):

@@ -105,9 +105,12 @@ class Interpreter:
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
         functions = self.entry.functions
         texts = {("", name): functions.text(name) for name in functions}
+        names = {("", name): functions.identifiers(name) for name in functions}
         for cls_node in self.entry.classes.values():
             texts.update({(cls_node.name.value, name): cls_node.method_text(name) for name in cls_node.method_names})
-        for cls_name, name in self._entry_points(texts):
+            names.update({(cls_node.name.value, name): cls_node.method_identifiers(name)
+                          for name in cls_node.method_names})
+        for cls_name, name in self._entry_points(texts, names):
             if not cls_name:
                 node = functions.get(name)
                 if node is not None:
@@ -122,27 +125,33 @@ class Interpreter:
         if node is not None:
             self.run_entry(node, cls)
 
-    def _entry_points(self, texts: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+    def _entry_points(self, texts: dict[tuple[str, str], str],
+                      names: dict[tuple[str, str], set[str]]) -> list[tuple[str, str]]:
         """The functions and methods (class name or "", name) run as entry points, in source order.
 
         Every finding starts from a KL, a reference model or a KL API, so an entry point is a
-        definition whose text names one (the same test as the file prefilter, `might_matter`),
-        or one that calls such a definition of this module by name (its caller may hold the
-        loss or reward sink). Other definitions are only followed as helpers.
+        definition that uses a name for one (`kllint.prefilter.names_kl_or_reference`; its
+        docstring and comments do not count), or one whose text calls such a definition of this
+        module by name (its caller may hold the loss or reward sink). Other definitions are only
+        followed as helpers.
         """
-        from kllint.prefilter import might_matter
-
-        chosen = {key for key, text in texts.items() if might_matter(text, self.vocab)}
+        chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
         while True:
-            names = {name for _, name in chosen}
-            if not names:
+            called = {name for _, name in chosen}
+            if not called:
                 break
-            calls = re.compile(r"(?<!def )\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
+            calls = re.compile(r"(?<!def )\b(?:" + "|".join(sorted(map(re.escape, called))) + r")\s*\(")
             added = {key for key, text in texts.items() if key not in chosen and calls.search(text)}
             if not added:
                 break
             chosen |= added
         return [key for key in texts if key in chosen]
+
+    def _names_kl_or_reference(self, used: set[str]) -> bool:
+        from kllint.prefilter import names_kl_or_reference
+
+        reference_names = set(getattr(self.vocab, "reference_names", ()) or ())
+        return any(names_kl_or_reference(name) or name in reference_names for name in used)
 
     def _guarded(self, action) -> None:
         self.steps = 0
@@ -152,9 +161,7 @@ class Interpreter:
             pass
 
     def _module_statements(self) -> list[cst.CSTNode]:
-        from kllint.prefilter import might_matter
-
-        return self.entry.module_statements(lambda text: might_matter(text, self.vocab))
+        return self.entry.module_statements(self._names_kl_or_reference)
 
     def _find_grad_targets(self) -> set[str]:
         """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,

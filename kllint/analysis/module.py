@@ -9,6 +9,7 @@ spans are those of the whole file.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +20,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from kllint.diagnostics import Span
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 _EMPTY_MODULE = cst.Module(body=[])
 
 
@@ -53,6 +55,37 @@ def dotted_name(node: cst.BaseExpression | None) -> str | None:
     return None
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifiers(node: ast.AST) -> set[str]:
+    """The names a piece of code uses: names, attributes, parameters, keywords, definitions, and
+    the identifier-like words of its string constants (`batch["ref_logps"]`); not docstrings
+    or comments, which never reach the analysis."""
+    found: set[str] = set()
+    docstrings = set()
+    for item in ast.walk(node):
+        body = getattr(item, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            docstrings.add(id(body[0].value))
+        if isinstance(item, ast.Name):
+            found.add(item.id)
+        elif isinstance(item, ast.Attribute):
+            found.add(item.attr)
+        elif isinstance(item, ast.arg):
+            found.add(item.arg)
+        elif isinstance(item, ast.keyword) and item.arg:
+            found.add(item.arg)
+        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(item.name)
+        elif isinstance(item, ast.alias):
+            found.add(item.asname or item.name)
+        elif isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings:
+            found.update(_WORD.findall(item.value))
+    return found
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a definition or statement is in the file: 1-based lines, inclusive; its indentation."""
@@ -62,10 +95,12 @@ class Site:
     indented: bool
 
     @classmethod
-    def of(cls, node: ast.stmt) -> "Site":
+    def of(cls, node: ast.stmt, lines: list[str]) -> "Site":
+        """The lines of `node` (decorators included) in a file of `lines`."""
         decorators = getattr(node, "decorator_list", None) or []
         start = min([node.lineno] + [d.lineno for d in decorators])
-        return cls(start, node.end_lineno or node.lineno, node.col_offset > 0)
+        first = lines[start - 1] if start <= len(lines) else ""
+        return cls(start, node.end_lineno or node.lineno, first[:1] in (" ", "\t", "\f"))
 
 
 class LazyClass:
@@ -90,13 +125,16 @@ class LazyClass:
         return list(self._methods)
 
     def method_text(self, name: str) -> str:
-        return self.module.text_of(Site.of(self._methods[name]))
+        return self.module.text_of(Site.of(self._methods[name], self.module.lines))
+
+    def method_identifiers(self, name: str) -> set[str]:
+        return identifiers(self._methods[name])
 
     def method(self, name: str) -> cst.FunctionDef | None:
         statement = self._methods.get(name)
         if statement is None:
             return None
-        return self.module.definition(Site.of(statement))
+        return self.module.definition(Site.of(statement, self.module.lines))
 
     @property
     def bases(self) -> list[cst.Arg]:
@@ -129,9 +167,14 @@ class LazyDefinitions:
     def __init__(self, module: "ModuleInfo") -> None:
         self._module = module
         self._sites: dict[str, Site] = {}
+        self._outlines: dict[str, ast.stmt] = {}
 
-    def add(self, name: str, site: Site) -> None:
+    def add(self, name: str, site: Site, outline: ast.stmt) -> None:
         self._sites[name] = site
+        self._outlines[name] = outline
+
+    def identifiers(self, name: str) -> set[str]:
+        return identifiers(self._outlines[name])
 
     def __contains__(self, name: object) -> bool:
         return name in self._sites
@@ -195,7 +238,8 @@ class ModuleInfo:
     file_id: int = 0
 
     def __post_init__(self) -> None:
-        self.lines = self.text.splitlines(keepends=True)
+        # Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
+        self.lines = _LINE.findall(self.text[1:] if self.text.startswith("\ufeff") else self.text)
         self.functions = LazyDefinitions(self)
         self.classes: dict[str, LazyClass] = {}
         self.constants = LazyConstants(self)
@@ -264,13 +308,14 @@ class ModuleInfo:
         return self._parse_site(site)
 
     def module_statements(self, wanted) -> list[cst.BaseStatement]:
-        """Top-level statements other than definitions and imports whose text `wanted` accepts."""
+        """Top-level statements other than definitions and imports whose identifiers (a set)
+        `wanted` accepts."""
         found = []
         for node in self.outline.body:
             if isinstance(node, (*_DEFS, ast.ClassDef, ast.Import, ast.ImportFrom)):
                 continue
-            site = Site.of(node)
-            if wanted(self.text_of(site)):
+            site = Site.of(node, self.lines)
+            if wanted(identifiers(node)):
                 statement = self.statement(site)
                 if statement is not None:
                     found.append(statement)
@@ -320,15 +365,15 @@ class ModuleInfo:
         while stack:
             node, container = stack.pop()
             if isinstance(node, _DEFS):
-                site = Site.of(node)
+                site = Site.of(node, self.lines)
                 if site.start <= line <= site.end:
-                    if best is None or site.start >= Site.of(best).start:
+                    if best is None or site.start >= Site.of(best, self.lines).start:
                         best, top = node, container or site
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.stmt):
                     outer = container
                     if outer is None and isinstance(node, (*_DEFS, ast.ClassDef)) and isinstance(child, _DEFS):
-                        outer = Site.of(child) if isinstance(node, ast.ClassDef) else Site.of(node)
+                        outer = Site.of(child, self.lines) if isinstance(node, ast.ClassDef) else Site.of(node, self.lines)
                     stack.append((child, outer))
         if best is None or top is None:
             return None
@@ -351,7 +396,7 @@ class ModuleInfo:
     def _collect(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
             if isinstance(statement, _DEFS):
-                self.functions.add(statement.name, Site.of(statement))
+                self.functions.add(statement.name, Site.of(statement, self.lines), statement)
             elif isinstance(statement, ast.ClassDef):
                 self.classes[statement.name] = LazyClass(self, statement)
             elif isinstance(statement, ast.Import):
@@ -374,7 +419,7 @@ class ModuleInfo:
                 if statement.value is not None:
                     for target in targets:
                         if isinstance(target, ast.Name):
-                            self.constants.add(target.id, Site.of(statement))
+                            self.constants.add(target.id, Site.of(statement, self.lines))
             elif isinstance(statement, ast.If):
                 # `if TYPE_CHECKING:` / guarded imports: definitions in the first branch
                 self._collect(statement.body)

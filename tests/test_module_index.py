@@ -1,0 +1,165 @@
+"""Modules indexed with `ast` and parsed one definition at a time (kllint.analysis.module):
+spans are those of the whole file, and nothing but the definitions asked for is parsed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from kllint.analysis.module import ModuleInfo, class_method
+from kllint.diagnostics import Span
+
+SOURCE = '''\
+"""A module."""
+import torch
+from torch import nn as tnn
+
+LIMIT, SCALE = 3, 2.0
+KL_COEF = 0.1; BETA = {"kl": 0.2}
+
+if True:
+    GUARDED = "x"
+
+    def guarded_helper(x):
+        return x
+
+
+def penalty(logp, ref_logp):
+    log_ratio = ref_logp - logp  # a comment
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+class Base(tnn.Module):
+    @staticmethod
+    def helper(x):
+        return x * 2
+
+
+class Trainer(
+    Base,
+):
+    def __init__(self, ref_model):
+        self.ref_model = ref_model
+        self.criterion = tnn.KLDivLoss(reduction="batchmean")
+
+    @torch.no_grad()
+    def score(self, batch):
+        def inner(values):
+            return [v + 1 for v in values]
+
+        return inner(batch["ref_logps"])
+
+    def helper(self, x):
+        return x
+'''
+
+
+def _module(text: str = SOURCE) -> ModuleInfo:
+    return ModuleInfo.build(text, Path("pkg/mod.py"), "pkg/mod.py", "pkg.mod")
+
+
+def _full_file_spans(text: str) -> dict[tuple[str, str], list[Span]]:
+    """(node type, code) -> spans, from libcst's positions over the whole file."""
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    found: dict[tuple[str, str], list[Span]] = {}
+    for node, code_range in wrapper.resolve(PositionProvider).items():
+        key = (type(node).__name__, cst.Module([]).code_for_node(node))
+        found.setdefault(key, []).append(Span.from_code_range(code_range))
+    return found
+
+
+def _all_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    nodes, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.children)
+    return nodes
+
+
+def test_outline_comes_from_ast_without_parsing_definitions():
+    module = _module()
+    assert module.imports == {"torch": "torch", "tnn": "torch.nn"}
+    assert set(module.functions) == {"guarded_helper", "penalty"}
+    assert set(module.classes) == {"Base", "Trainer"}
+    assert module.classes["Trainer"].method_names == ["__init__", "score", "helper"]
+    assert module.classes["Trainer"].assigns_attribute("criterion") == ["__init__"]
+    assert module._parsed == {}  # nothing parsed with libcst yet
+
+
+def test_constants_are_parsed_on_demand_one_statement_at_a_time():
+    module = _module()
+    assert cst.Module([]).code_for_node(module.constants["BETA"]) == '{"kl": 0.2}'
+    assert cst.Module([]).code_for_node(module.constants["KL_COEF"]) == "0.1"
+    assert cst.Module([]).code_for_node(module.constants["GUARDED"]) == '"x"'
+    assert "LIMIT" not in module.constants  # a tuple target is not a named constant
+    assert len(module._parsed) == 2
+
+
+def test_spans_of_every_node_of_parsed_definitions_match_the_whole_file():
+    module = _module()
+    expected = _full_file_spans(SOURCE)
+    roots = [module.functions["penalty"], module.functions["guarded_helper"],
+             module.classes["Trainer"].method("score"), module.classes["Trainer"].method("__init__"),
+             module.classes["Base"].method("helper")]
+    checked = 0
+    for root in roots:
+        for node in _all_nodes(root):
+            key = (type(node).__name__, cst.Module([]).code_for_node(node))
+            if key not in expected:
+                continue  # layout nodes print differently out of context
+            assert module.span(node, root) in expected[key], key
+            checked += 1
+    assert checked > 100
+
+
+def test_methods_resolve_through_lazy_classes_and_bases():
+    module = _module()
+    trainer = module.classes["Trainer"]
+    assert class_method(trainer, "helper").name.value == "helper"
+    assert class_method(trainer, "missing") is None
+    assert [cst.Module([]).code_for_node(b.value) for b in trainer.bases] == ["(Base)"]
+
+
+def test_function_at_finds_nested_definitions():
+    module = _module()
+    lines = SOURCE.splitlines()
+    inner_body = next(i for i, line in enumerate(lines, 1) if "return [v + 1" in line)
+    penalty_body = next(i for i, line in enumerate(lines, 1) if "log_ratio = ref_logp" in line)
+    assert module.function_at(inner_body).name.value == "inner"
+    assert module.function_at(penalty_body).name.value == "penalty"
+    assert module.function_at(1) is None
+
+
+def test_source_of_a_parsed_definition_is_the_file_text():
+    module = _module()
+    assert module.source(module.functions["penalty"]).startswith("def penalty(logp, ref_logp):\n")
+    assert "# a comment" in module.source(module.functions["penalty"])
+
+
+def test_a_definition_libcst_rejects_is_skipped_not_a_crash(monkeypatch):
+    parse = cst.parse_module
+
+    def picky(text: str) -> cst.Module:
+        if "def deep" in text:
+            raise cst.ParserSyntaxError("unsupported", lines=[text], raw_line=1, raw_column=0)
+        return parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", picky)
+    module = _module("def deep(kl):\n    return kl\n\n\ndef fine(kl):\n    return kl\n")
+    assert "deep" in module.functions and module.functions.get("deep") is None
+    assert module.functions.get("fine").name.value == "fine"
+
+
+def test_lines_follow_python_not_str_splitlines():
+    text = "x = 1  # page\x0cbreak\ndef after(kl):\n    return kl\n"
+    module = _module(text)
+    assert module.span(module.functions["after"].name, module.functions["after"]).line == 2
+
+
+def test_a_byte_order_mark_does_not_shift_columns():
+    module = _module("\ufeffclass A(Base):\n    def f(self, kl):\n        return kl\n")
+    assert [cst.Module([]).code_for_node(b.value) for b in module.classes["A"].bases] == ["(Base)"]
+    method = module.classes["A"].method("f")
+    assert module.span(method.name, method) == Span(2, 9, 2, 10)
