@@ -97,13 +97,14 @@ def dependency_digests(tracked: dict[Path, bool]) -> dict[str, str | None]:
     return deps
 
 
-def _dependencies_unchanged(deps: dict[str, str | None]) -> bool:
+def _dependencies_unchanged(deps: dict[str, str | None], seen: dict[str, str | None] | None = None) -> bool:
+    """Whether every dependency still has its digest (None: must still not exist). `seen`
+    memoises digests over one run, in which files do not change (many files share helpers)."""
+    seen = {} if seen is None else seen
     for name, digest in deps.items():
-        path = Path(name)
-        if digest is None:
-            if path.is_file():
-                return False
-        elif file_digest(path) != digest:
+        if name not in seen:
+            seen[name] = file_digest(Path(name))
+        if seen[name] != digest:
             return False
     return True
 
@@ -210,6 +211,7 @@ class ResultCache:
         self.misses = 0
         self._implementation = implementation_digest()
         self._settings: dict[int, tuple[Settings, str]] = {}
+        self._run_digests: dict[str, str | None] = {}  # dependency digests, memoised over this run
 
     @classmethod
     def open(cls, directory: Path) -> "ResultCache | None":
@@ -235,7 +237,7 @@ class ResultCache:
         return known[1]
 
     def _entry_path(self, item: Discovered, settings: Settings) -> Path:
-        identity = json.dumps([str(item.path.resolve()), item.display, self._settings_digest(settings)])
+        identity = json.dumps([os.path.abspath(item.path), item.display, self._settings_digest(settings)])
         key = hashlib.sha256(identity.encode()).hexdigest()
         return self.entries / key[:2] / f"{key}.json"
 
@@ -251,7 +253,7 @@ class ResultCache:
             digest = hashlib.sha256(raw).hexdigest()
             valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == _package_of(item.path)
-                     and isinstance(entry.get("deps"), dict) and _dependencies_unchanged(entry["deps"]))
+                     and isinstance(entry.get("deps"), dict) and _dependencies_unchanged(entry["deps"], self._run_digests))
             if not valid:
                 self.misses += 1
                 return None

@@ -256,10 +256,10 @@ class SettingsResolver:
         """
         if self._fixed is not None:
             return self._fixed
-        resolved = Path(path).resolve()
-        folder = resolved if resolved.is_dir() else resolved.parent
+        path = Path(path)
+        folder = path if path.is_dir() else path.parent
         if folder not in self._by_folder:
-            found = find_config(folder)
+            found = find_config(folder.resolve())  # resolved once per folder: a costly call
             self._by_folder[folder] = self._for_config(found.resolve() if found else None)
         return self._by_folder[folder]
 

@@ -132,10 +132,11 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
         ignores: list[tuple[Path, pathspec.PathSpec]] = []
         for folder, dirnames, filenames in os.walk(start):
             here = Path(folder)
-            local = settings.for_path(here.resolve())
+            here_resolved = here.resolve()
+            local = settings.for_path(here_resolved)
             spec = _exclude_spec(local)
             try:
-                here_rel = here.resolve().relative_to((local.root or cwd).resolve()).as_posix()
+                here_rel = here_resolved.relative_to((local.root or cwd).resolve()).as_posix()
             except ValueError:
                 here_rel = None
             if local.respect_gitignore:
@@ -165,7 +166,8 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                 if not name.endswith(PYTHON_SUFFIXES) or skipped(name, False):
                     continue
                 path = here / name
-                resolved = path.resolve()
+                # one realpath per folder; a file that is itself a symlink is resolved on its own
+                resolved = path.resolve() if os.path.islink(path) else here_resolved / name
                 if resolved in seen:
                     continue
                 seen.add(resolved)

@@ -187,8 +187,9 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
-    from kllint.analysis.index import ProjectIndex
+    from kllint.analysis.index import ProjectIndex, forget_package_roots
 
+    forget_package_roots()
     per_file = [settings.for_path(item.path) for item in files]
     outcomes: list[Outcome | None] = [None] * len(files)
 

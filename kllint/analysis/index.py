@@ -7,6 +7,7 @@ line: a file's findings never depend on the other files of the run.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,15 +27,34 @@ def display_path(path: Path) -> str:
 
 def package_root(path: Path) -> tuple[Path, str]:
     """The import root of `path` and its dotted module name (folders with __init__.py)."""
-    path = path.resolve()
-    parts = [path.stem] if path.name != "__init__.py" else []
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
-        parts.append(folder.name)
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    return folder, ".".join(reversed(parts))
+    root, packages = _package_folders(path.parent)
+    parts = [*packages, path.stem] if path.name != "__init__.py" else list(packages)
+    return root, ".".join(parts)
+
+
+_FOLDERS: dict[Path, tuple[Path, tuple[str, ...]]] = {}
+
+
+def forget_package_roots() -> None:
+    """Drop the memoised package roots (a new run may see new `__init__.py` files)."""
+    _FOLDERS.clear()
+
+
+def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
+    """The import root above `folder` and the package names from it down to `folder` (memoised
+    per folder: resolving paths is the costly part of a warm run)."""
+    folder = Path(os.path.abspath(folder))  # a relative folder means another one after a chdir
+    known = _FOLDERS.get(folder)
+    if known is None:
+        current = folder.resolve()
+        names: list[str] = []
+        while (current / "__init__.py").is_file():
+            names.append(current.name)
+            if current.parent == current:
+                break
+            current = current.parent
+        known = _FOLDERS[folder] = (current, tuple(reversed(names)))
+    return known
 
 
 class ProjectIndex:
