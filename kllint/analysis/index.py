@@ -61,6 +61,7 @@ class ProjectIndex:
     """Resolves dotted module names to parsed modules under the project roots (cached)."""
 
     MAX_MODULE_BYTES = 2 * 1024 * 1024
+    MAX_MODULES = 1_000
 
     def __init__(self) -> None:
         self._by_path: dict[Path, ModuleInfo | None] = {}
@@ -76,6 +77,8 @@ class ProjectIndex:
         """
         from kllint.analysis.module import ModuleInfo
 
+        if len(self._by_path) > self.MAX_MODULES:  # bounded memory over a long run; rebuilt on demand
+            self._by_path.clear()
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
         info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
         self._roots = [root]
