@@ -47,6 +47,22 @@ _VOCAB_PATTERNS: dict[tuple[str, ...], re.Pattern[str] | None] = {}
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPE = re.compile(r"\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|N\{[^}\n]+\}|[0-7]{1,3})")
+
+
+def _unescape(match: re.Match[str]) -> str:
+    """The character a string escape stands for (the escape itself if it stands for none)."""
+    import unicodedata
+
+    escape = match.group(0)
+    try:
+        if escape[1] == "N":
+            return unicodedata.lookup(escape[3:-1])
+        if escape[1] in "xuU":
+            return chr(int(escape[2:], 16))
+        return chr(int(escape[1:], 8))
+    except (KeyError, ValueError):
+        return escape
 _VERDICTS: dict[str, bool] = {}
 
 
@@ -65,6 +81,10 @@ def might_matter(text: str, vocab: object | None = None) -> bool:
     of `vocab` (`[tool.kllint.vocab] reference-names`). Each distinct identifier is judged once."""
     if any(_names_a_candidate(identifier) for identifier in set(_IDENTIFIER.findall(text))):
         return True
+    if "\\" in text and _ESCAPE.search(text):  # `"\x72ef_logps"` is "ref_logps" to Python
+        unescaped = _ESCAPE.sub(_unescape, text)
+        if any(_names_a_candidate(identifier) for identifier in set(_IDENTIFIER.findall(unescaped))):
+            return True
     names = tuple(getattr(vocab, "reference_names", ()) or ())
     if not names:
         return False

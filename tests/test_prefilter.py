@@ -99,3 +99,61 @@ def test_the_sink_in_a_caller_without_kl_words_is_found(tmp_path):
     path.write_text(CALLER_HOLDS_THE_SINK)
     found = {(d["code"], d["line"]) for d in json.loads(_json([path], prefilter=True))}
     assert found == {("KL102", 7), ("KL201", 7)}
+
+
+# Inputs an adversarial review found to crash the lazy parsing or to lose their finding; each
+# must give exactly its finding, with and without the prefilter.
+TRICKY = {
+    "continuation at the end of a def": ('def loss(logp, ref_logp):\n    kl = logp - ref_logp\n'
+                                          '    return kl.mean() \\\n\nx = 1\n', {("KL101", 2)}),
+    "constant in a one-line if": ('import torch\n\nif True: BETA = 0.1\n\n\ndef loss(logp, ref_logp):\n'
+                                  '    kl = logp - ref_logp\n    return (BETA * kl).mean()\n', {("KL101", 7)}),
+    "constant in a one-line try": ('import torch\n\ntry: BETA = 0.1\nexcept Exception: pass\n\n\n'
+                                   'def loss(logp, ref_logp):\n    kl = logp - ref_logp\n'
+                                   '    return (BETA * kl).mean()\n', {("KL101", 8)}),
+    "KL API under an import alias": ('from torch.nn.functional import kl_div as divergence\n\n\n'
+                                     'def distill(log_p, target_probs):\n    return divergence(log_p, target_probs)\n',
+                                     {("KL502", 5)}),
+    "reference key in a module constant": ('KEY = "ref_logps"\n\n\ndef loss(logp, batch):\n'
+                                           '    d = logp - batch[KEY]\n    return d.mean()\n', {("KL101", 5)}),
+    "fallback def in an except branch": ('try:\n    import flash_attn\nexcept ImportError:\n'
+                                         '    def loss(logp, ref_logp):\n        kl = logp - ref_logp\n'
+                                         '        return kl.mean()\n', {("KL101", 5)}),
+    "form feed before a def": ('x = 1\n\x0cdef loss(logp, ref_logp):\n    kl = logp - ref_logp\n'
+                               '    return kl.mean()\n', {("KL101", 3)}),
+    "form feed before a method": ('class T:\n    x = 1\n\x0c    def loss(self, logp, ref_logp):\n'
+                                  '        kl = logp - ref_logp\n        return kl.mean()\n', {("KL101", 4)}),
+    "overload stub before the method": ('from typing import overload\n\n\nclass T:\n    @overload\n'
+                                        '    def loss(self, logp: int) -> int: ...\n\n'
+                                        '    def loss(self, logp, ref_logp):\n        kl = logp - ref_logp\n'
+                                        '        return kl.mean()\n', {("KL101", 9)}),
+    "escaped reference key": ('def loss(logp, batch):\n    d = logp - batch["\\x72ef_logps"]\n    return d.mean()\n',
+                              {("KL101", 2)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_sources_keep_their_finding(tmp_path, name):
+    source, expected = TRICKY[name]
+    path = tmp_path / "case.py"
+    path.write_bytes(source.encode())
+    for prefilter in (True, False):
+        settings = Settings()
+        result = run(list(discover([str(path)], settings)), settings, jobs=1, prefilter=prefilter)
+        assert not result.internal_errors, result.internal_errors
+        assert {(d.code, d.span.line) for d in result.diagnostics} == expected, (name, prefilter)
+
+
+def test_helper_module_with_a_coding_cookie_is_followed(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "kl.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\n# caf\xe9\n\ndef penalty(logp, ref_logp):\n"
+        b"    log_r = ref_logp - logp\n    return log_r.exp() - log_r - 1\n")
+    (package / "train.py").write_text(
+        "from pkg.kl import penalty\n\n\ndef compute_loss(logp, ref_logp):\n"
+        "    return penalty(logp, ref_logp).mean()\n")
+    settings = Settings()
+    result = run(list(discover([str(package / "train.py")], settings)), settings, jobs=1)
+    assert "KL102" in {d.code for d in result.diagnostics}

@@ -145,10 +145,12 @@ class ProjectIndex:
         info: ModuleInfo | None = None
         try:
             if path.stat().st_size <= self.MAX_MODULE_BYTES:
-                text = path.read_text(encoding="utf-8")
+                from kllint.engine import decode_source
+
+                text = decode_source(path.read_bytes())  # PEP 263 cookie or BOM, else UTF-8
                 info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
                 self._next_id += 1
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
             info = None
         self._by_path[path] = self._by_path[probed] = info
         return info

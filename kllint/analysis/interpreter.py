@@ -148,10 +148,18 @@ class Interpreter:
         return [key for key in texts if key in chosen]
 
     def _names_kl_or_reference(self, used: set[str]) -> bool:
+        """Whether names of a definition (or statement) name a KL or the reference, directly, by
+        the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
         from kllint.prefilter import names_kl_or_reference
 
         reference_names = set(getattr(self.vocab, "reference_names", ()) or ())
-        return any(names_kl_or_reference(name) or name in reference_names for name in used)
+        imports, constants = self.entry.imports, self.entry.constants
+        seen = set(used)
+        seen.update(imports[name].rsplit(".", 1)[-1] for name in used if name in imports)
+        for name in used:
+            if name in constants:
+                seen.update(constants.identifiers(name))
+        return any(names_kl_or_reference(name) or name in reference_names for name in seen)
 
     def _guarded(self, action) -> None:
         self.steps = 0
@@ -679,8 +687,8 @@ class Interpreter:
             return ClassRef(name, module.classes[name], module)
         if name in module.imports:
             return self.resolve_import(module.imports[name])
-        if name in module.constants:
-            constant = module.constants[name]
+        constant = module.constants.get(name) if name in module.constants else None
+        if constant is not None:
             if isinstance(constant, cst.Call) and self._library_constructor(constant, module):
                 return self.eval(constant, frame.child(module=module, env={}, emit=False))
             if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):

@@ -100,7 +100,11 @@ class Site:
         decorators = getattr(node, "decorator_list", None) or []
         start = min([node.lineno] + [d.lineno for d in decorators])
         first = lines[start - 1] if start <= len(lines) else ""
-        return cls(start, node.end_lineno or node.lineno, first[:1] in (" ", "\t", "\f"))
+        end = node.end_lineno or node.lineno
+        while end < len(lines) and lines[end - 1].rstrip("\r\n").endswith("\\"):
+            end += 1  # a backslash continuation on the last line reaches into the next one
+        # a form feed at the start of a line resets Python's indentation count
+        return cls(start, end, first.lstrip("\f")[:1] in (" ", "\t"))
 
 
 class LazyClass:
@@ -117,7 +121,7 @@ class LazyClass:
         self._methods: dict[str, ast.stmt] = {}
         for statement in node.body:
             if isinstance(statement, _DEFS):
-                self._methods.setdefault(statement.name, statement)
+                self._methods[statement.name] = statement  # the last one wins, as in Python
         self._bases: list[cst.Arg] | None = None
 
     @property
@@ -206,23 +210,51 @@ class LazyConstants:
     def __init__(self, module: "ModuleInfo") -> None:
         self._module = module
         self._sites: dict[str, Site] = {}
+        self._outlines: dict[str, ast.stmt] = {}
 
-    def add(self, name: str, site: Site) -> None:
+    def add(self, name: str, site: Site, outline: ast.stmt) -> None:
+        """`site`: the top-level statement holding the assignment (an `if`/`try` block for a
+        guarded constant); `outline`: the assignment itself."""
         self._sites[name] = site
+        self._outlines[name] = outline
+
+    def identifiers(self, name: str) -> set[str]:
+        return identifiers(self._outlines[name])
 
     def __contains__(self, name: object) -> bool:
         return name in self._sites
 
+    def get(self, name: str) -> cst.BaseExpression | None:
+        """The assigned expression, or None when absent or when libcst rejects its statement."""
+        site = self._sites.get(name)
+        statement = self._module.statement(site) if site is not None else None
+        return _assigned_value(statement, name) if statement is not None else None
+
     def __getitem__(self, name: str) -> cst.BaseExpression:
-        statement = self._module.statement(self._sites[name])
-        for small in getattr(statement, "body", ()):
-            if isinstance(small, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
-                return small.value
-            if (isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name)
-                    and small.target.value == name):
-                return small.value
-        raise KeyError(name)
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+
+def _assigned_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value assigned to `name` in a statement (searching `if`/`try` blocks too)."""
+    stack: list[cst.CSTNode] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            return node.value
+        if (isinstance(node, cst.AnnAssign) and node.value is not None and isinstance(node.target, cst.Name)
+                and node.target.value == name):
+            return node.value
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.IndentedBlock)):
+            stack.extend(reversed(node.body))
+        elif isinstance(node, (cst.If, cst.Else, cst.Try, cst.ExceptHandler, cst.Finally)):
+            parts = [node.body, getattr(node, "orelse", None), getattr(node, "finalbody", None),
+                     *getattr(node, "handlers", ())]
+            stack.extend(reversed([part for part in parts if part is not None]))
+    return None
 
 
 @dataclass
@@ -280,7 +312,8 @@ class ModuleInfo:
     def _parse_site(self, site: Site) -> cst.BaseStatement | None:
         if site in self._parsed:
             return self._parsed[site]
-        snippet = self.text_of(site)
+        # libcst rejects some leading form feeds that Python accepts: drop them from the first line
+        snippet = self.text_of(site).lstrip("\f")
         header = "class _:\n" if site.indented else ""
         node: cst.BaseStatement | None = None
         try:
@@ -393,12 +426,16 @@ class ModuleInfo:
         return self.name.rpartition(".")[0]
 
     # -- outline ------------------------------------------------------------------------------
-    def _collect(self, statements: list[ast.stmt]) -> None:
+    def _collect(self, statements: list[ast.stmt], block: Site | None = None) -> None:
+        """Index top-level statements; `block`: the `if`/`try` statement they are guarded by (its
+        branches are alternatives: the first definition of a name among them is kept)."""
         for statement in statements:
             if isinstance(statement, _DEFS):
-                self.functions.add(statement.name, Site.of(statement, self.lines), statement)
+                if block is None or statement.name not in self.functions:
+                    self.functions.add(statement.name, Site.of(statement, self.lines), statement)
             elif isinstance(statement, ast.ClassDef):
-                self.classes[statement.name] = LazyClass(self, statement)
+                if block is None or statement.name not in self.classes:
+                    self.classes[statement.name] = LazyClass(self, statement)
             elif isinstance(statement, ast.Import):
                 for alias in statement.names:
                     if alias.asname:
@@ -418,13 +455,17 @@ class ModuleInfo:
                 targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
                 if statement.value is not None:
                     for target in targets:
-                        if isinstance(target, ast.Name):
-                            self.constants.add(target.id, Site.of(statement, self.lines))
-            elif isinstance(statement, ast.If):
-                # `if TYPE_CHECKING:` / guarded imports: definitions in the first branch
-                self._collect(statement.body)
-            elif isinstance(statement, ast.Try):
-                self._collect(statement.body)
+                        if isinstance(target, ast.Name) and (block is None or target.id not in self.constants):
+                            self.constants.add(target.id, block or Site.of(statement, self.lines), statement)
+            elif isinstance(statement, (ast.If, ast.Try)):
+                # `if TYPE_CHECKING:`, guarded imports, `except ImportError:` fallbacks
+                outer = block or Site.of(statement, self.lines)
+                branches = [statement.body, statement.orelse]
+                if isinstance(statement, ast.Try):
+                    branches[1:1] = [handler.body for handler in statement.handlers]
+                    branches.append(statement.finalbody)
+                for branch in branches:
+                    self._collect(branch, outer)
 
     def _resolve_from(self, node: ast.ImportFrom) -> str | None:
         module = node.module or ""
