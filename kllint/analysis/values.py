@@ -100,10 +100,11 @@ class FunctionRef:
 
 @dataclass(frozen=True)
 class ClassRef:
-    """A class defined in the project (`self` inside its methods is an `Instance`)."""
+    """A class defined in the project (`self` inside its methods is an `Instance`). `node` is a
+    `kllint.analysis.module.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
 
     name: str
-    node: cst.ClassDef = field(compare=False, hash=False, repr=False)
+    node: Any = field(compare=False, hash=False, repr=False)
     module: Any = field(compare=False, hash=False, repr=False)
 
 
