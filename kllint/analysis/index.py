@@ -61,7 +61,7 @@ class ProjectIndex:
     """Resolves dotted module names to parsed modules under the project roots (cached)."""
 
     MAX_MODULE_BYTES = 2 * 1024 * 1024
-    MAX_MODULES = 1_000
+    MAX_MODULES = 250
 
     def __init__(self) -> None:
         self._by_path: dict[Path, ModuleInfo | None] = {}

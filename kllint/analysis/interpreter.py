@@ -1171,7 +1171,7 @@ def _cached(kind: str, node: Any, compute) -> list[str]:
     key = (kind, id(node))
     found = _NAME_CACHE.get(key)
     if found is None or found[0] is not node:
-        if len(_NAME_CACHE) > 200_000:
+        if len(_NAME_CACHE) > 20_000:  # its entries keep parsed trees alive
             _NAME_CACHE.clear()
         found = _NAME_CACHE[key] = (node, compute())
     return found[1]

@@ -249,7 +249,7 @@ def _opaque(expr: Any) -> bool:
     """Built only from opaque symbols (no role, reduction, KL term or loop placeholder); memoised."""
     found = _OPAQUE.get(expr)
     if found is None:
-        if len(_OPAQUE) > 100_000:
+        if len(_OPAQUE) > 20_000:
             _OPAQUE.clear()
         found = _OPAQUE[expr] = all("__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_"))
                                     for s in expr.free_symbols)
