@@ -136,8 +136,6 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
                                          error.offset or 1)], digest)
     if prefilter and not might_matter(text, settings.vocab):
         return _final([], digest)
-    import libcst as cst
-
     from kllint.analysis.checker import check_source
 
     tracking = track and index is not None and hasattr(index, "begin_tracking")
@@ -148,10 +146,6 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)
-    except cst.ParserSyntaxError as exc:
-        reason = exc.message.splitlines()[0] if exc.message else "syntax error"
-        return _final([syntax_diagnostic(display, f"cannot parse: {reason}", exc.raw_line or 1,
-                                         (exc.raw_column or 0) + 1)], digest)
     except RecursionError:
         return _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run

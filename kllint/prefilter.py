@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 
 from kllint.analysis import roles
 
@@ -37,32 +38,8 @@ def names_kl_or_reference(identifier: str) -> bool:
             or _WEAK_NEXT_TO_MODEL.search(identifier) is not None)
 
 
-def _vocab_pattern(reference_names: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not reference_names:
-        return None
-    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in reference_names) + r")(?![A-Za-z0-9_])")
-
-
-_VOCAB_PATTERNS: dict[tuple[str, ...], re.Pattern[str] | None] = {}
-
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ESCAPE = re.compile(r"\\(?:x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|N\{[^}\n]+\}|[0-7]{1,3})")
-
-
-def _unescape(match: re.Match[str]) -> str:
-    """The character a string escape stands for (the escape itself if it stands for none)."""
-    import unicodedata
-
-    escape = match.group(0)
-    try:
-        if escape[1] == "N":
-            return unicodedata.lookup(escape[3:-1])
-        if escape[1] in "xuU":
-            return chr(int(escape[2:], 16))
-        return chr(int(escape[1:], 8))
-    except (KeyError, ValueError):
-        return escape
 _VERDICTS: dict[str, bool] = {}
 
 
@@ -75,23 +52,35 @@ def _names_a_candidate(identifier: str) -> bool:
     return verdict
 
 
+def names_matter(identifiers: set[str], vocab: object | None = None) -> bool:
+    """Whether one of `identifiers` names a KL or the reference policy (`names_kl_or_reference`)
+    or is one of the configured reference names of `vocab` (`[tool.kllint.vocab] reference-names`).
+    The one test of the prefilter and of the choice of entry points."""
+    reference_names = getattr(vocab, "reference_names", ()) or ()
+    return any(_names_a_candidate(name) or name in reference_names for name in identifiers)
+
+
 def might_matter(text: str, vocab: object | None = None) -> bool:
-    """True when an identifier of the text (in code, strings or comments) names a KL or the
-    reference policy (`names_kl_or_reference`), or is one of the configured reference names
-    of `vocab` (`[tool.kllint.vocab] reference-names`). Each distinct identifier is judged once."""
-    if any(_names_a_candidate(identifier) for identifier in set(_IDENTIFIER.findall(text))):
+    """`names_matter` for every identifier of the text (in code, strings or comments), string
+    escapes decoded (`"\\x72ef_logps"` is "ref_logps" to Python)."""
+    if names_matter(set(_IDENTIFIER.findall(text)), vocab):
         return True
-    if "\\" in text and _ESCAPE.search(text):  # `"\x72ef_logps"` is "ref_logps" to Python
-        unescaped = _ESCAPE.sub(_unescape, text)
-        if any(_names_a_candidate(identifier) for identifier in set(_IDENTIFIER.findall(unescaped))):
-            return True
-    names = tuple(getattr(vocab, "reference_names", ()) or ())
-    if not names:
-        return False
-    if names not in _VOCAB_PATTERNS:
-        _VOCAB_PATTERNS[names] = _vocab_pattern(names)
-    pattern = _VOCAB_PATTERNS[names]
-    return bool(pattern is not None and pattern.search(text))
+    if "\\" in text and _ESCAPE.search(text):
+        return names_matter(set(_IDENTIFIER.findall(_ESCAPE.sub(_unescape, text))), vocab)
+    return False
+
+
+def _unescape(match: re.Match[str]) -> str:
+    """The character a string escape stands for (the escape itself if it stands for none)."""
+    escape = match.group(0)
+    try:
+        if escape[1] == "N":
+            return unicodedata.lookup(escape[3:-1])
+        if escape[1] in "xuU":
+            return chr(int(escape[2:], 16))
+        return chr(int(escape[1:], 8))
+    except (KeyError, ValueError):
+        return escape
 
 
 def parse_or_error(text: str) -> tuple[ast.Module | None, SyntaxError | None]:

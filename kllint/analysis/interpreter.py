@@ -150,16 +150,15 @@ class Interpreter:
     def _names_kl_or_reference(self, used: set[str]) -> bool:
         """Whether names of a definition (or statement) name a KL or the reference, directly, by
         the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.prefilter import names_kl_or_reference
+        from kllint.prefilter import names_matter
 
-        reference_names = set(getattr(self.vocab, "reference_names", ()) or ())
         imports, constants = self.entry.imports, self.entry.constants
         seen = set(used)
         seen.update(imports[name].rsplit(".", 1)[-1] for name in used if name in imports)
         for name in used:
             if name in constants:
                 seen.update(constants.identifiers(name))
-        return any(names_kl_or_reference(name) or name in reference_names for name in seen)
+        return names_matter(seen, self.vocab)
 
     def _guarded(self, action) -> None:
         self.steps = 0

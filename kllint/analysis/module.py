@@ -18,29 +18,11 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
+from kllint.prefilter import parse_or_error
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 _EMPTY_MODULE = cst.Module(body=[])
-
-
-class ParseFailure(SyntaxError):
-    """libcst could not parse a module."""
-
-
-def parse_module(text: str) -> cst.Module:
-    """Parse with libcst. Raises ParseFailure (a SyntaxError) with line and column."""
-    try:
-        return cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        error = ParseFailure(exc.message.splitlines()[0] if exc.message else "invalid syntax")
-        error.lineno, error.offset = exc.raw_line, exc.raw_column + 1
-        raise error from None
-
-
-def parse_ast(text: str) -> ast.Module:
-    """Parse with `ast` (a UTF-8 BOM is allowed). Raises SyntaxError, ValueError, RecursionError."""
-    return ast.parse(text[1:] if text.startswith("\ufeff") else text)
 
 
 def dotted_name(node: cst.BaseExpression | None) -> str | None:
@@ -289,9 +271,13 @@ class ModuleInfo:
         """Index a module (`outline`: its `ast` tree when already parsed).
 
         Raises:
-            SyntaxError, ValueError, RecursionError: Python rejects the text.
+            SyntaxError: Python rejects the text.
         """
-        return cls(path, display, name, text, outline if outline is not None else parse_ast(text), file_id=file_id)
+        if outline is None:
+            outline, error = parse_or_error(text)
+            if error is not None:
+                raise error
+        return cls(path, display, name, text, outline, file_id=file_id)
 
     # -- text and snippets ------------------------------------------------------------------
     def text_of(self, site: Site) -> str:
