@@ -210,9 +210,12 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             and parallel.worth_it([files[p] for p in pending])):
         parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
+        from kllint.memory import analysis_thresholds
+
         index = ProjectIndex()
-        for position in pending:
-            done(position, analyse_file(files[position], per_file[position], index, track, prefilter))
+        with analysis_thresholds():
+            for position in pending:
+                done(position, analyse_file(files[position], per_file[position], index, track, prefilter))
 
     result = RunResult()
     seen: set[tuple] = set()

@@ -94,7 +94,10 @@ _STATUS: Any = None
 
 def _init_worker(status: Any) -> None:
     global _INDEX, _STATUS
+    from kllint.memory import use_analysis_thresholds
+
     _INDEX, _STATUS = None, status
+    use_analysis_thresholds()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl+C and ends the pool
 
 

@@ -9,6 +9,8 @@ all together otherwise. Loss, reward and API facts are recorded for the rules.
 """
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable
@@ -32,7 +34,8 @@ from kllint.analysis.values import (
 MAX_DEPTH = 4
 MAX_STEPS = 60_000
 MAX_COHERENT = 16
-GRAD_CALL = re.compile(r"(?:\b([A-Za-z_][\w.]*)\.)?\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
+GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
+GRAD_ALIAS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.\Z")  # `jax` of `jax.grad(`, read backwards
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
@@ -95,6 +98,8 @@ class Interpreter:
         self._nested_done: set[int] = set()
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}
         self._plain_calls: dict[tuple, tuple[Any, Value]] = {}
+        self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
+        self._role_names: dict[str, bool] = {}
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
@@ -174,8 +179,12 @@ class Interpreter:
         """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,
         `value_and_grad(f, has_aux=True)`, `nnx.grad`, `eqx.filter_grad`), read from the text."""
         targets: set[str] = set()
-        for match in GRAD_CALL.finditer(self.entry.text):
-            alias, transform, name = match.groups()
+        text = self.entry.text
+        for match in GRAD_CALL.finditer(text):
+            transform, name = match.groups()
+            start = match.start()
+            alias_match = GRAD_ALIAS.search(text, max(0, start - 200), start) if text[start - 1:start] == "." else None
+            alias = alias_match.group(1) if alias_match else None
             qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
             if qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
                 targets.add(name)
@@ -442,6 +451,8 @@ class Interpreter:
 
     def _named(self, value: Value, name: str, frame: Frame, statement: cst.CSTNode) -> Value:
         """Name-based roles for values the dataflow knows nothing about (`ref_lp = f(...)`)."""
+        if not self._gives_role(name):
+            return value
         options = []
         for option in alternatives(value):
             if isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old":
@@ -460,6 +471,16 @@ class Interpreter:
                     continue
             options.append(option)
         return join(*options)
+
+    def _gives_role(self, name: str) -> bool:
+        """Whether `value_from_name` reads a role from `name` (a log-prob, model or mask name, or
+        a configured reference name): only then can `_named` use it (memoised)."""
+        known = self._role_names.get(name)
+        if known is None:
+            known = self._role_names[name] = (
+                roles.logprob_role(name) is not None or roles.model_role(name) is not None
+                or roles.is_mask_name(name) or (self.vocab is not None and name in self.vocab.reference_names))
+        return known
 
     def detach_value(self, value: Value) -> Value:
         options = []
@@ -783,7 +804,8 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=True)
+            named = (self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=True)
+                     if self._gives_role(attr) else None)
             if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
                 return named
             if isinstance(named, Model):
@@ -893,15 +915,21 @@ class Interpreter:
         fdef = ref.node
         key = id(fdef)
         if frame.depth >= MAX_DEPTH or key in frame.active:
+            self._cutoffs += 1
             return Unknown(ref.qualname)
         memo_key = None
         signature = _signature_of(list(args) + [kwargs[k] for k in sorted(kwargs)])
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            memo_key = (key, frame.depth, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
+            # A result that never met the depth limit or a recursive call is the same at any depth
+            # (key ending in None); the others are kept per depth.
+            memo_key = (key, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
                         id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
-            if memo_key in self._plain_calls:
-                return self._replay(self._plain_calls[memo_key], node, frame)
-        facts_before = len(self.facts)
+            for variant in (memo_key + (None,), memo_key + (frame.depth,)):
+                if variant in self._plain_calls:
+                    if variant[-1] is not None:
+                        self._cutoffs += 1
+                    return self._replay(self._plain_calls[variant], node, frame)
+        facts_before, cutoffs_before = len(self.facts), self._cutoffs
         callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
@@ -942,7 +970,9 @@ class Interpreter:
         if callee_frame.no_grad:
             result = self.detach_value(result)
         if memo_key is not None:
-            self._plain_calls[memo_key] = (fdef, result, self.facts[facts_before:], len(callee_frame.call_stack))
+            depth = None if self._cutoffs == cutoffs_before else frame.depth
+            self._plain_calls[memo_key + (depth,)] = (fdef, result, self.facts[facts_before:],
+                                                      len(callee_frame.call_stack))
         return self._returned(result, site)
 
     def _replay(self, memo: tuple, node: cst.CSTNode, frame: Frame) -> Value:
@@ -1032,7 +1062,7 @@ class Interpreter:
 
     def eval_SimpleString(self, node: cst.SimpleString, frame: Frame) -> Value:
         try:
-            return Literal(node.evaluated_value)
+            return Literal(_string_value(node.value))
         except Exception:  # noqa: BLE001
             return Unknown()
 
@@ -1154,6 +1184,13 @@ def _signature_of(values: list[Value]) -> tuple | None:
         else:
             return None
     return tuple(parts)
+
+
+@functools.lru_cache(maxsize=20_000)
+def _string_value(source: str) -> str | bytes:
+    """The value of a string literal from its source text (`ast.literal_eval`, memoised: it
+    parses the text and leaves cyclic garbage for the collector on every call)."""
+    return ast.literal_eval(source)
 
 
 def _numeric(value: Value) -> bool:

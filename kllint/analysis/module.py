@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -97,7 +98,7 @@ class LazyClass:
     """
 
     def __init__(self, module: "ModuleInfo", node: ast.ClassDef) -> None:
-        self.module = module
+        self.module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
         self.name = cst.Name(node.name)
         self._node = node
         self._methods: dict[str, ast.stmt] = {}
@@ -151,7 +152,7 @@ class LazyDefinitions:
     """name -> `cst.FunctionDef`, parsed on first access (membership needs no parsing)."""
 
     def __init__(self, module: "ModuleInfo") -> None:
-        self._module = module
+        self._module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
         self._sites: dict[str, Site] = {}
         self._outlines: dict[str, ast.stmt] = {}
 
@@ -190,7 +191,7 @@ class LazyConstants:
     """name -> the `cst` expression assigned at module level, parsed on first access."""
 
     def __init__(self, module: "ModuleInfo") -> None:
-        self._module = module
+        self._module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
         self._sites: dict[str, Site] = {}
         self._outlines: dict[str, ast.stmt] = {}
 

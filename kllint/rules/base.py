@@ -139,38 +139,43 @@ class Place:
 def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[sp.Symbol, list[Place]] = {}
-
-    def walk(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int) -> None:
-        if depth > 60:
-            return
-        if node in algebra.kterms:
-            found.setdefault(node, []).append(Place(sign, reduced, live, linear))
-            return
-        reduction = algebra.table.reductions.get(node)
-        if reduction is not None:
-            kind = "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum"
-            walk(reduction.inner, sign, kind, live, linear, depth + 1)
-            return
-        if isinstance(node, sp.Add):
-            for arg in node.args:
-                walk(arg, sign, reduced, live, linear, depth + 1)
-        elif isinstance(node, sp.Mul):
-            for index, arg in enumerate(node.args):
-                others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
-                kl_factor = bool(algebra.kl_symbols(others))
-                walk(arg, sign * sign_of(others), reduced, live or algebra.live(others),
-                     linear and not kl_factor, depth + 1)
-        elif isinstance(node, sp.Pow):
-            base, exponent = node.args
-            # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
-            walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1, depth + 1)
-            walk(exponent, 0, reduced, live, False, depth + 1)
-        else:
-            for arg in node.args:
-                walk(arg, 0, reduced, live, False, depth + 1)
-
-    walk(expr, 1, "none", False, True, 0)
+    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found)
     return found
+
+
+def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int,
+                      algebra: Algebra, found: dict[sp.Symbol, list[Place]]) -> None:
+    # a module-level function, not a nested one: a recursive closure is a reference cycle that
+    # would keep the whole analysis of a file alive until the garbage collector runs
+    if depth > 60:
+        return
+    if node in algebra.kterms:
+        found.setdefault(node, []).append(Place(sign, reduced, live, linear))
+        return
+
+    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool) -> None:
+        _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found)
+
+    reduction = algebra.table.reductions.get(node)
+    if reduction is not None:
+        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear)
+        return
+    if isinstance(node, sp.Add):
+        for arg in node.args:
+            walk(arg, sign, reduced, live, linear)
+    elif isinstance(node, sp.Mul):
+        for index, arg in enumerate(node.args):
+            others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
+            kl_factor = bool(algebra.kl_symbols(others))
+            walk(arg, sign * sign_of(others), reduced, live or algebra.live(others), linear and not kl_factor)
+    elif isinstance(node, sp.Pow):
+        base, exponent = node.args
+        # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
+        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1)
+        walk(exponent, 0, reduced, live, False)
+    else:
+        for arg in node.args:
+            walk(arg, 0, reduced, live, False)
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:

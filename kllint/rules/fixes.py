@@ -27,30 +27,36 @@ def token_credit_help() -> str:
             "(or put detached k1 in the reward and compute returns with gamma = 1)")
 
 
+class _NameCollector(cst.CSTVisitor):
+    """The names read by an expression (`a` of `a.b`, arguments of calls, not called names)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def visit_Attribute(self, attr: cst.Attribute) -> bool:
+        attr.value.visit(self)
+        return False
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.names.append(name.value)
+
+    def visit_Arg(self, arg: cst.Arg) -> bool:
+        arg.value.visit(self)
+        return False
+
+    def visit_Call(self, call: cst.Call) -> bool:
+        if not isinstance(call.func, cst.Name):
+            call.func.visit(self)
+        for arg in call.args:
+            arg.visit(self)
+        return False
+
+
 def _free_names(node: cst.CSTNode) -> list[str]:
-    names: list[str] = []
-
-    class Collector(cst.CSTVisitor):
-        def visit_Attribute(self, attr: cst.Attribute) -> bool:
-            attr.value.visit(self)
-            return False
-
-        def visit_Name(self, name: cst.Name) -> None:
-            names.append(name.value)
-
-        def visit_Arg(self, arg: cst.Arg) -> bool:
-            arg.value.visit(self)
-            return False
-
-        def visit_Call(self, call: cst.Call) -> bool:
-            if not isinstance(call.func, cst.Name):
-                call.func.visit(self)
-            for arg in call.args:
-                arg.visit(self)
-            return False
-
-    node.visit(Collector())
-    return list(dict.fromkeys(names))
+    collector = _NameCollector()  # a module-level class: one defined here would be a reference cycle
+    node.visit(collector)
+    return list(dict.fromkeys(collector.names))
 
 
 def _branch_condition(test: cst.BaseExpression) -> tuple[str, frozenset, bool] | None:
@@ -204,44 +210,52 @@ def _parenthesized(replacement: str, node: cst.CSTNode | None) -> str:
 _EXP_LIKE = {"exp", "expm1", "abs", "absolute"}
 
 
+def _strip_minus(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return expr.expression
+    return expr
+
+
+class _LogRatioFinder(cst.CSTVisitor):
+    """Collects the operands `_log_ratio_source` looks for, as written in `module`."""
+
+    def __init__(self, module: ModuleInfo) -> None:
+        super().__init__()
+        self.module = module
+        self.found: list[str] = []
+
+    def visit_Call(self, call: cst.Call) -> bool:
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if name in _EXP_LIKE or name == "log":
+            if isinstance(func, cst.Attribute) and not call.args:
+                operand = func.value  # D.exp(), D.abs()
+            elif call.args:
+                operand = call.args[0].value
+            else:
+                return True
+            text = self.module.source(_strip_minus(operand)).strip()
+            self.found.append(self.module.source(call).strip() if name == "log" else text)
+            return False
+        if name in ("square", "pow") and isinstance(func, cst.Attribute) and not self.found:
+            self.found.append(self.module.source(_strip_minus(func.value)).strip())
+            return False
+        return True
+
+    def visit_BinaryOperation(self, op: cst.BinaryOperation) -> bool:
+        if isinstance(op.operator, cst.Power) and not self.found:
+            self.found.append(self.module.source(_strip_minus(op.left)).strip())
+            return False
+        return True
+
+
 def _log_ratio_source(node: cst.CSTNode, module: ModuleInfo) -> str | None:
     """The log-ratio an estimator expression is built on, as written: the argument of its
     `exp` / `abs` (`torch.exp(D)`, `D.exp()`, `jnp.abs(D)`), `log(r)` for `r - 1 - log(r)`, or
     the base of a square. None when no such operand is visible."""
-    found: list[str] = []
-
-    def strip_minus(expr: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-            return expr.expression
-        return expr
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> bool:
-            func = call.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-            if name in _EXP_LIKE or name == "log":
-                if isinstance(func, cst.Attribute) and not call.args:
-                    operand = func.value  # D.exp(), D.abs()
-                elif call.args:
-                    operand = call.args[0].value
-                else:
-                    return True
-                text = module.source(strip_minus(operand)).strip()
-                found.append(module.source(call).strip() if name == "log" else text)
-                return False
-            if name in ("square", "pow") and isinstance(func, cst.Attribute) and not found:
-                found.append(module.source(strip_minus(func.value)).strip())
-                return False
-            return True
-
-        def visit_BinaryOperation(self, op: cst.BinaryOperation) -> bool:
-            if isinstance(op.operator, cst.Power) and not found:
-                found.append(module.source(strip_minus(op.left)).strip())
-                return False
-            return True
-
-    node.visit(Finder())
-    return found[0] if found else None
+    finder = _LogRatioFinder(module)  # module-level: a class defined here would be a reference cycle
+    node.visit(finder)
+    return finder.found[0] if finder.found else None
 
 
 def _is_detached(expr: cst.BaseExpression) -> bool:
