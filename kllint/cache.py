@@ -243,7 +243,8 @@ class ResultCache:
 
     def lookup(self, item: Discovered, settings: Settings):
         """The `engine.Outcome` of an unchanged file, or None (a miss, also for any problem)."""
-        from kllint.engine import Outcome, decode_source, filter_found
+        from kllint.engine import Outcome, filter_found
+        from kllint.source import decode_source
 
         if not self.enabled:
             return None

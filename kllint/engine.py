@@ -16,6 +16,7 @@ from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
 from kllint.rules.registry import BY_CODE, select_codes
+from kllint.source import decode_source
 from kllint.suppression import Suppressions
 
 if TYPE_CHECKING:
@@ -33,19 +34,6 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     files_checked: int = 0
-
-
-def decode_source(raw: bytes) -> str:
-    """Source bytes to text with the encoding Python would use (PEP 263 cookie or BOM, else UTF-8).
-
-    Raises:
-        UnicodeDecodeError, LookupError, SyntaxError: undecodable bytes or a bad encoding cookie.
-    """
-    import io
-    import tokenize
-
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    return raw.decode(encoding)
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:

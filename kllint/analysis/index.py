@@ -145,7 +145,7 @@ class ProjectIndex:
         info: ModuleInfo | None = None
         try:
             if path.stat().st_size <= self.MAX_MODULE_BYTES:
-                from kllint.engine import decode_source
+                from kllint.source import decode_source
 
                 text = decode_source(path.read_bytes())  # PEP 263 cookie or BOM, else UTF-8
                 info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
