@@ -19,3 +19,77 @@ def test_analytic_kl_of_detached_policy_is_a_biased_reward() -> None:
     # the analytic KL of a detached policy once raised NameError inside the analysis
     found = {(d.code, d.span.line) for d in check_source(DETACHED_ANALYTIC_REWARD, "rewards.py")}
     assert found == {("KL302", 7)}
+
+
+# A memoised helper call must not outrun the depth limit or a recursion cut-off: the findings of
+# `compute_loss` may not depend on whether another function called the same helper first.
+LOG_PROBS = '''import torch
+
+
+def token_logp(model, input_ids):
+    logits = model(input_ids).logits
+    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[..., None]).squeeze(-1)
+'''
+
+DEEP_CHAIN = LOG_PROBS + '''
+
+def level3(model, input_ids):
+    return token_logp(model, input_ids)
+
+
+def level2(model, input_ids):
+    return level3(model, input_ids)
+
+
+def level1(model, input_ids):
+    return level2(model, input_ids)
+
+
+def wrapper(model, input_ids):
+    return level1(model, input_ids)
+'''
+
+RECURSIVE_PAIR = LOG_PROBS + '''
+
+def level1(model, input_ids):
+    return dispatch(model, input_ids, "direct")
+
+
+def dispatch(model, input_ids, mode):
+    if mode == "direct":
+        return token_logp(model, input_ids)
+    return level1(model, input_ids)
+
+
+def wrapper(model, input_ids):
+    return dispatch(model, input_ids, "indirect")
+'''
+
+EARLIER_CALLER = '''
+
+def log_reference_stats(policy, ref_model, input_ids):
+    print(level1(policy, input_ids).mean(), level1(ref_model, input_ids).mean())
+'''
+
+LOSS = '''
+
+def compute_loss(policy, ref_model, input_ids, advantages):
+    x = wrapper(policy, input_ids)
+    y = wrapper(ref_model, input_ids)
+    return (-advantages * x + 0.1 * (x - y)).mean()
+'''
+
+
+def _loss_findings(source: str) -> set[tuple[str, str]]:
+    return {(d.code, source.splitlines()[d.span.line - 1].strip()) for d in check_source(source, "loss.py")}
+
+
+def test_memoised_helper_calls_respect_the_depth_limit() -> None:
+    alone = _loss_findings(DEEP_CHAIN + LOSS)
+    assert _loss_findings(DEEP_CHAIN + EARLIER_CALLER + LOSS) == alone
+    assert _loss_findings(DEEP_CHAIN + LOSS + EARLIER_CALLER) == alone
+
+
+def test_memoised_helper_calls_respect_recursion_cut_offs() -> None:
+    alone = _loss_findings(RECURSIVE_PAIR + LOSS)
+    assert _loss_findings(RECURSIVE_PAIR + EARLIER_CALLER + LOSS) == alone

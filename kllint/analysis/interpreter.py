@@ -42,6 +42,27 @@ CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "s
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
 
 
+@dataclass
+class _Reach:
+    """How far a followed call's call tree went: the deepest frame depth that made a call, and
+    the functions entered (ids of their definitions)."""
+
+    deepest: int
+    entered: set[int]
+
+
+@dataclass(frozen=True)
+class _CallMemo:
+    """A memoised helper call: its result, its facts (with the call-stack prefix to replace),
+    and its call tree's reach (`reach` levels below the call, the functions `entered`)."""
+
+    result: Value
+    facts: list
+    prefix: int
+    reach: int
+    entered: frozenset[int]
+
+
 class Budget(Exception):
     """The analysis of one entry point ran out of steps."""
 
@@ -97,8 +118,9 @@ class Interpreter:
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}
-        self._plain_calls: dict[tuple, tuple[Any, Value]] = {}
+        self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
+        self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
         self._role_names: dict[str, bool] = {}
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
@@ -911,7 +933,13 @@ class Interpreter:
 
     def call_function(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
                       frame: Frame, defaults_as_literals: bool = True) -> Value:
-        """Follow a project function with the caller's values bound to its parameters."""
+        """Follow a project function with the caller's values bound to its parameters.
+
+        Calls whose arguments carry no log-prob or KL (`_signature_of`) are memoised. A result
+        whose computation met no cut-off (depth limit, recursive call) is reused at other depths
+        as long as its whole call tree still fits under MAX_DEPTH there and enters no function
+        that is running at the new call site; other results are reused at the same depth only.
+        """
         fdef = ref.node
         key = id(fdef)
         if frame.depth >= MAX_DEPTH or key in frame.active:
@@ -920,16 +948,46 @@ class Interpreter:
         memo_key = None
         signature = _signature_of(list(args) + [kwargs[k] for k in sorted(kwargs)])
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            # A result that never met the depth limit or a recursive call is the same at any depth
-            # (key ending in None); the others are kept per depth.
             memo_key = (key, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
                         id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
-                if variant in self._plain_calls:
-                    if variant[-1] is not None:
-                        self._cutoffs += 1
-                    return self._replay(self._plain_calls[variant], node, frame)
+                memo = self._plain_calls.get(variant)
+                if memo is None:
+                    continue
+                if variant[-1] is None and (frame.depth + memo.reach >= MAX_DEPTH
+                                            or not memo.entered.isdisjoint(frame.active)):
+                    continue  # here its call tree would be cut: compute it afresh
+                if variant[-1] is not None:
+                    self._cutoffs += 1
+                self._note_reach(frame.depth + memo.reach, memo.entered)
+                return self._replay(memo, node, frame)
         facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        reach = _Reach(frame.depth, {key})
+        self._open_calls.append(reach)
+        try:
+            result, callee_frame = self._follow(ref, args, kwargs, node, frame, defaults_as_literals)
+        finally:
+            self._open_calls.pop()
+        self._note_reach(reach.deepest, reach.entered)
+        if memo_key is not None:
+            depth = None if self._cutoffs == cutoffs_before else frame.depth
+            self._plain_calls[memo_key + (depth,)] = _CallMemo(
+                result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
+                frozenset(reach.entered))
+        return self._returned(result, self.anchor(node, frame))
+
+    def _note_reach(self, deepest: int, entered: Iterable[int]) -> None:
+        """Record, for the followed call in progress, the depth and functions a nested call reached."""
+        if self._open_calls:
+            current = self._open_calls[-1]
+            current.deepest = max(current.deepest, deepest)
+            current.entered.update(entered)
+
+    def _follow(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
+                frame: Frame, defaults_as_literals: bool) -> tuple[Value, Frame]:
+        """Run the function's body with the arguments bound; its result and the callee frame."""
+        fdef = ref.node
+        key = id(fdef)
         callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
@@ -966,23 +1024,17 @@ class Interpreter:
         else:
             self.exec_block(fdef.body.body if isinstance(fdef.body, cst.IndentedBlock) else [fdef.body], callee_frame)
             result = join(*callee_frame.returns) if callee_frame.returns else Literal(None)
-        site = self.anchor(node, frame)
         if callee_frame.no_grad:
             result = self.detach_value(result)
-        if memo_key is not None:
-            depth = None if self._cutoffs == cutoffs_before else frame.depth
-            self._plain_calls[memo_key + (depth,)] = (fdef, result, self.facts[facts_before:],
-                                                      len(callee_frame.call_stack))
-        return self._returned(result, site)
+        return result, callee_frame
 
-    def _replay(self, memo: tuple, node: cst.CSTNode, frame: Frame) -> Value:
+    def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
         """A memoised helper call: its result, and its facts re-stated for this call site."""
-        _, result, facts, prefix = memo
         stack = frame.call_stack + (self.anchor(node, frame),)
         if frame.emit:
-            for fact in facts:
-                self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[prefix:])))
-        return self._returned(result, stack[-1])
+            for fact in memo.facts:
+                self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))
+        return self._returned(memo.result, stack[-1])
 
     def _returned(self, value: Value, site: Anchor) -> Value:
         options = []
