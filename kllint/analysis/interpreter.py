@@ -121,7 +121,6 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
-        self._role_names: dict[str, bool] = {}
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
@@ -268,6 +267,20 @@ class Interpreter:
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
                         detached_source: bool = False) -> Value:
         """Roles from names: the last resort (design.md, item 3)."""
+        role_value = self.role_from_name(name, detached_source)
+        if role_value is not None:
+            return role_value
+        if parameter and roles.is_kl_name(name) and anchor is not None:
+            return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
+        toks = roles.tokens(name)
+        if any(t in CONFIG_TOKENS for t in toks):
+            return Unknown(name)  # attributes and items of a config are configuration values
+        space = "prob" if any(t in ("probs", "prob", "probabilities", "p") for t in toks) else None
+        return Tensor(self.algebra.table.fresh(name, positive=True), space=space)
+
+    def role_from_name(self, name: str, detached_source: bool = False) -> Tensor | Model | None:
+        """The value a log-prob, model or mask name (or a configured reference name) stands for;
+        None for a name that gives no role."""
         role = roles.logprob_role(name)
         if self.vocab is not None and name in self.vocab.reference_names:
             role = "reference" if role is not None or not roles.model_role(name) else None
@@ -284,13 +297,7 @@ class Interpreter:
             return Model(model, name)
         if roles.is_mask_name(name):
             return Tensor(self.algebra.table.fresh(name, positive=True), kind="mask")
-        if parameter and roles.is_kl_name(name) and anchor is not None:
-            return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
-        toks = roles.tokens(name)
-        if any(t in CONFIG_TOKENS for t in toks):
-            return Unknown(name)  # attributes and items of a config are configuration values
-        space = "prob" if any(t in ("probs", "prob", "probabilities", "p") for t in toks) else None
-        return Tensor(self.algebra.table.fresh(name, positive=True), space=space)
+        return None
 
     # ------------------------------------------------------------------ helpers
     def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
@@ -473,36 +480,22 @@ class Interpreter:
 
     def _named(self, value: Value, name: str, frame: Frame, statement: cst.CSTNode) -> Value:
         """Name-based roles for values the dataflow knows nothing about (`ref_lp = f(...)`)."""
-        if not self._gives_role(name):
+        named = self.role_from_name(name, detached_source=frame.no_grad)
+        if named is None:
             return value
         options = []
         for option in alternatives(value):
             if isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old":
                 options.append(option.with_(expr=OLD))  # the rollout policy's log-probs, read back
-                continue
-            if isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr)
-                                               and option.anchor is None and not option.expr.is_number
-                                               and option.kind is None):
-                named = self.value_from_name(name, self.anchor(statement, frame), frame,
-                                             detached_source=frame.no_grad)
-                if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
-                    options.append(named)
-                    continue
-                if isinstance(named, Model) and isinstance(option, Unknown):
-                    options.append(named)
-                    continue
-            options.append(option)
+            elif isinstance(option, Unknown) and isinstance(named, Model):
+                options.append(named)
+            elif isinstance(named, Tensor) and (isinstance(option, Unknown) or (
+                    isinstance(option, Tensor) and not self.algebra.has_roles(option.expr) and option.anchor is None
+                    and not option.expr.is_number and option.kind is None)):
+                options.append(named)
+            else:
+                options.append(option)
         return join(*options)
-
-    def _gives_role(self, name: str) -> bool:
-        """Whether `value_from_name` reads a role from `name` (a log-prob, model or mask name, or
-        a configured reference name): only then can `_named` use it (memoised)."""
-        known = self._role_names.get(name)
-        if known is None:
-            known = self._role_names[name] = (
-                roles.logprob_role(name) is not None or roles.model_role(name) is not None
-                or roles.is_mask_name(name) or (self.vocab is not None and name in self.vocab.reference_names))
-        return known
 
     def detach_value(self, value: Value) -> Value:
         options = []
@@ -826,13 +819,8 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = (self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=True)
-                     if self._gives_role(attr) else None)
-            if isinstance(named, Tensor) and (self.algebra.has_roles(named.expr) or named.kind):
-                return named
-            if isinstance(named, Model):
-                return named
-            return _Attr(str(base.expr).split("__")[0], attr)
+            named = self.role_from_name(attr, detached_source=True)
+            return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")

@@ -148,8 +148,9 @@ class LazyClass:
         return found
 
 
-class LazyDefinitions:
-    """name -> `cst.FunctionDef`, parsed on first access (membership needs no parsing)."""
+class _LazyNames:
+    """Names of a module, each with the `Site` that libcst parses on first access and its `ast`
+    outline (membership and identifiers need no parsing)."""
 
     def __init__(self, module: "ModuleInfo") -> None:
         self._module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
@@ -165,6 +166,10 @@ class LazyDefinitions:
 
     def __contains__(self, name: object) -> bool:
         return name in self._sites
+
+
+class LazyDefinitions(_LazyNames):
+    """name -> `cst.FunctionDef`, parsed on first access."""
 
     def __getitem__(self, name: str) -> cst.FunctionDef:
         node = self._module.definition(self._sites[name])
@@ -187,25 +192,10 @@ class LazyDefinitions:
         return self._module.text_of(self._sites[name])
 
 
-class LazyConstants:
-    """name -> the `cst` expression assigned at module level, parsed on first access."""
-
-    def __init__(self, module: "ModuleInfo") -> None:
-        self._module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
-        self._sites: dict[str, Site] = {}
-        self._outlines: dict[str, ast.stmt] = {}
-
-    def add(self, name: str, site: Site, outline: ast.stmt) -> None:
-        """`site`: the top-level statement holding the assignment (an `if`/`try` block for a
-        guarded constant); `outline`: the assignment itself."""
-        self._sites[name] = site
-        self._outlines[name] = outline
-
-    def identifiers(self, name: str) -> set[str]:
-        return identifiers(self._outlines[name])
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._sites
+class LazyConstants(_LazyNames):
+    """name -> the `cst` expression assigned at module level, parsed on first access. The site of
+    a constant is the top-level statement holding the assignment (an `if`/`try` block for a
+    guarded constant), its outline the assignment itself."""
 
     def get(self, name: str) -> cst.BaseExpression | None:
         """The assigned expression, or None when absent or when libcst rejects its statement."""
