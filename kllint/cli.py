@@ -10,6 +10,7 @@ from rich.console import Console
 
 from kllint import __version__
 from kllint.config import OUTPUT_FORMATS
+from kllint.exit import fast_exit
 from kllint.rules.registry import BY_CODE, RULES, rule_page
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -138,10 +139,15 @@ _register_gradcheck()
 def main() -> None:
     """Console-script entry point; turns unexpected errors into exit code 2 without a traceback."""
     try:
-        cli(standalone_mode=True)
-    except KeyboardInterrupt:
-        sys.exit(EXIT_ERROR)
-    except SystemExit:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        _fail(f"internal error: {type(exc).__name__}: {exc}")
+        try:
+            cli(standalone_mode=True)
+        except KeyboardInterrupt:
+            sys.exit(EXIT_ERROR)
+        except SystemExit:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            _fail(f"internal error: {type(exc).__name__}: {exc}")
+    except SystemExit as done:
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+        fast_exit(done.code)

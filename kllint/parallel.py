@@ -21,6 +21,7 @@ outside worker processes (`-j 1` and small runs ignore it).
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import signal
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kllint.config import Settings
 from kllint.discovery import Discovered
+from kllint.exit import fast_exit
 
 if TYPE_CHECKING:
     from kllint.analysis.index import ProjectIndex
@@ -98,6 +100,7 @@ def _init_worker(status: Any) -> None:
 
     _INDEX, _STATUS = None, status
     use_analysis_thresholds()
+    atexit.register(fast_exit)  # results are sent before exit; freeing the worker's index is waste
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl+C and ends the pool
 
 

@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -190,3 +191,25 @@ def test_console_script_has_no_traceback_on_bad_config(tmp_path):
     assert "`select` must be a list of strings" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_console_script_exit_status_and_output_survive_the_fast_exit(tmp_path):
+    """The console script ends with os._exit (kllint.exit): the status click chose and every
+    byte of a large report must still come out."""
+    write(tmp_path / "clean.py", "x = 1\n")
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    command = [sys.executable, "-m", "kllint", "check", "--no-cache", "--output-format", "json"]
+    clean = subprocess.run([*command, "clean.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert (clean.returncode, json.loads(clean.stdout)) == (0, [])
+    found = subprocess.run([*command, str(fixtures)], cwd=tmp_path, capture_output=True, text=True)
+    assert found.returncode == 1
+    assert len(found.stdout) > 65536  # more than any pipe or stdio buffer
+    assert len(json.loads(found.stdout)) > 50
+    usage = subprocess.run([*command, "--select", "NOPE", "clean.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stdout == "" and "Traceback" not in usage.stderr
+
+
+def test_exit_status_follows_sys_exit():
+    from kllint.exit import exit_status
+
+    assert [exit_status(None), exit_status(0), exit_status(1), exit_status(2), exit_status("message")] == [0, 0, 1, 2, 1]
