@@ -93,3 +93,33 @@ def test_memoised_helper_calls_respect_the_depth_limit() -> None:
 def test_memoised_helper_calls_respect_recursion_cut_offs() -> None:
     alone = _loss_findings(RECURSIVE_PAIR + LOSS)
     assert _loss_findings(RECURSIVE_PAIR + EARLIER_CALLER + LOSS) == alone
+
+
+# KL503 is reported at the user's call of a shared helper that runs the reference forward. The
+# helper call is memoised (same helper, same arguments): the call on line 16 reuses the result of
+# the one on line 16, and its finding must be re-stated at its own line, not dropped as a
+# duplicate of the first. A call made deeper first (from `main`, where no KL503 is due) must not
+# hide the findings of `dpo_loss` either.
+REFERENCE_FORWARD_TWICE = '''import torch
+import torch.nn.functional as F
+
+
+def seq_logp(model, tokens):
+    logits = model(tokens[:, :-1])
+    return torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None])[..., 0].sum(-1)
+
+
+def main(policy, reference, tokens, use_cache):
+    return dpo_loss(policy, reference, tokens, use_cache)
+
+
+def dpo_loss(policy, reference, tokens, use_cache, beta=0.1):
+    ref = seq_logp(reference, tokens)
+    metrics = {"ref_logp": seq_logp(reference, tokens).mean()}
+    return -F.logsigmoid(beta * (seq_logp(policy, tokens) - ref)).mean(), metrics
+'''
+
+
+def test_reference_forward_in_a_memoised_helper_is_reported_at_each_call() -> None:
+    found = {(d.code, d.span.line) for d in check_source(REFERENCE_FORWARD_TWICE, "dpo.py")}
+    assert found == {("KL503", 15), ("KL503", 16)}

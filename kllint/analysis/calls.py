@@ -118,15 +118,14 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
     if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
-            and frame.depth <= 1 and node.args):  # a forward takes inputs
-        local_sites = [site for site in frame.call_stack if site.path == it.entry.display]
-        anchor = local_sites[-1] if local_sites else it.anchor(node, frame)
+            and node.args and it.depth_matters(frame) <= 1):  # a forward takes inputs
         it.emit(frame, CallFact(
-            "KL503", anchor,
+            "KL503", it.anchor(node, frame),
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
             "reference's activations and can push gradient into it",
             "compute reference log-probs under `torch.no_grad()` / `torch.inference_mode()`, or "
             "freeze the reference with `requires_grad_(False)`",
+            call_stack=frame.call_stack, at_caller=True,
         ))
     value = Tensor(symbol, space="logits")
     return it.algebra.detach(value) if frame.no_grad else value

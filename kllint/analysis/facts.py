@@ -61,3 +61,15 @@ class CallFact:
     help: str
     call_stack: tuple[Anchor, ...] = ()
     trace: tuple = field(default_factory=tuple)
+    at_caller: bool = False  # reported at the last call site in the checked file (see `location`)
+
+    def location(self, checked: str) -> Anchor:
+        """Where to report in the module displayed as `checked`: the anchor, or for an `at_caller`
+        fact the innermost call site in that module (the user's call of a shared helper); read
+        from the call stack when reported, so a memoised helper call re-stated at another call
+        site (its call stack replaced) is reported there."""
+        if self.at_caller:
+            local = [site for site in self.call_stack if site.path == checked]
+            if local:
+                return local[-1]
+        return self.anchor

@@ -934,7 +934,10 @@ class Interpreter:
             self._cutoffs += 1
             return Unknown(ref.qualname)
         memo_key = None
-        signature = _signature_of(list(args) + [kwargs[k] for k in sorted(kwargs)])
+        values = list(args) + [kwargs[k] for k in sorted(kwargs)]
+        signature = _signature_of(values)
+        if signature is None:
+            signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
             memo_key = (key, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
                         id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
@@ -963,6 +966,12 @@ class Interpreter:
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered))
         return self._returned(result, self.anchor(node, frame))
+
+    def depth_matters(self, frame: Frame) -> int:
+        """The depth of `frame`, for a decision that depends on it: a helper call whose result
+        (or facts) came from such a decision is memoised for its own depth only."""
+        self._cutoffs += 1
+        return frame.depth
 
     def _note_reach(self, deepest: int, entered: Iterable[int]) -> None:
         """Record, for the followed call in progress, the depth and functions a nested call reached."""
@@ -1224,6 +1233,19 @@ def _signature_of(values: list[Value]) -> tuple | None:
         else:
             return None
     return tuple(parts)
+
+
+def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
+    """The call arguments themselves (values compare by structure) with the caller's branch
+    conditions and loop kind, which the callee's anchors and facts inherit; None when a value
+    cannot be hashed."""
+    signature = ("exact", tuple("unknown" if isinstance(v, Unknown) else v for v in values), frame.conditions,
+                 frame.epoch_loop)
+    try:
+        hash(signature)
+    except TypeError:
+        return None
+    return signature
 
 
 @functools.lru_cache(maxsize=20_000)

@@ -14,5 +14,8 @@ def check_call(fact: CallFact, ctx: RuleContext) -> None:
         from kllint.rules.fixes import estimate_for
 
         estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
+    if fact.at_caller:
+        ctx.report(fact.code, fact.location(ctx.entry.display), fact.message, help=fact.help, trace=fact.trace)
+        return
     ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack,
                estimate=estimate)
