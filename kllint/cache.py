@@ -9,10 +9,13 @@ used only when all of these are unchanged:
 - the settings that apply to it (`settings_digest`; the entry's file name is derived from it,
   so runs with different settings keep separate entries);
 - kllint itself (`implementation_digest`: the version and the sha256 of kllint's own source);
-- every project module the analysis looked at: the module files it loaded (sha256) and the
-  candidate files it probed and did not find (they must still be absent), as recorded by
-  `ProjectIndex.begin_tracking()` / `tracked_paths()`. Editing a helper module that the file
-  imports therefore re-analyses the file.
+- every project module the analysis looked at: the module files it loaded and the candidate
+  files it probed and did not find (they must still be absent), as recorded by
+  `ProjectIndex.begin_tracking()` / `tracked_paths()`. A loaded module counts as unchanged when
+  its bytes are (sha256) or, failing that, its code is (`kllint.source.code_digest`: the lines
+  of its top-level statements with their line numbers). Editing the code of a helper module
+  that the file imports therefore re-analyses the file; editing only comments or blank lines
+  between its statements does not.
 
 The cache never breaks a run: an unreadable, corrupt or foreign entry is a miss; a cache folder
 that cannot be created or written is skipped. Entries are written atomically (a temporary file
@@ -40,7 +43,7 @@ TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
 TAG_TEXT = (f"{TAG_SIGNATURE}\n"
             "# This file is a cache directory tag created by kllint.\n"
             "# For information about cache directory tags see https://bford.info/cachedir/\n")
-FORMAT = "v1"
+FORMAT = "v2"
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
@@ -89,22 +92,62 @@ def file_digest(path: Path) -> str | None:
     return digest
 
 
-def dependency_digests(tracked: dict[Path, bool]) -> dict[str, str | None]:
-    """The recorded dependencies of one analysis: loaded module -> sha256, absent candidate -> None."""
-    deps: dict[str, str | None] = {}
+def dependency_digests(tracked: dict[Path, bool], index: Any = None) -> dict[str, Any]:
+    """The recorded dependencies of one analysis: a loaded module -> [sha256 of its bytes, its
+    code digest (`kllint.source.code_digest`, from `index` when it loaded the module, else
+    None)], an absent candidate -> None."""
+    deps: dict[str, Any] = {}
     for path, exists in tracked.items():
-        deps[str(path)] = file_digest(path) if exists else None
+        if exists:
+            code = index.code_digest(path) if index is not None and hasattr(index, "code_digest") else None
+            deps[str(path)] = [file_digest(path), code]
+        else:
+            deps[str(path)] = None
     return deps
 
 
-def _dependencies_unchanged(deps: dict[str, str | None], seen: dict[str, str | None] | None = None) -> bool:
-    """Whether every dependency still has its digest (None: must still not exist). `seen`
-    memoises digests over one run, in which files do not change (many files share helpers)."""
+def current_code_digest(path: Path) -> str | None:
+    """The code digest of the module file at `path` as the project index would load it; None
+    when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
+    from kllint.analysis.index import ProjectIndex
+    from kllint.prefilter import parse_or_error
+    from kllint.source import code_digest, decode_source
+
+    try:
+        raw = path.read_bytes()
+        if len(raw) > ProjectIndex.MAX_MODULE_BYTES:
+            return None
+        text = decode_source(raw)
+    except (OSError, UnicodeDecodeError, LookupError, SyntaxError):
+        return None
+    outline, error = parse_or_error(text)
+    return code_digest(text, outline) if error is None else None
+
+
+def _dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:
+    """Whether every dependency is unchanged: an absent one still absent, a module file with the
+    same bytes or, failing that, the same code digest (an edit of its comments or blank lines
+    between statements keeps the results of its importers). `seen` memoises digests over one run,
+    in which files do not change (many files share helpers)."""
     seen = {} if seen is None else seen
-    for name, digest in deps.items():
+    for name, recorded in deps.items():
         if name not in seen:
             seen[name] = file_digest(Path(name))
-        if seen[name] != digest:
+        if recorded is None:
+            if seen[name] is not None:
+                return False
+            continue
+        if not isinstance(recorded, list) or len(recorded) != 2:
+            return False
+        digest, code = recorded
+        if seen[name] == digest:
+            continue
+        if seen[name] is None or code is None:
+            return False
+        key = "code:" + name
+        if key not in seen:
+            seen[key] = current_code_digest(Path(name))
+        if seen[key] != code:
             return False
     return True
 
@@ -156,11 +199,18 @@ def settings_digest(settings: Settings) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _package_of(path: Path) -> list[str]:
+def _package_of(path: Path, known: dict[Path, tuple[str, str]] | None = None) -> list[str]:
+    """[import root, dotted module name, whether the root has a `src` folder] of a file; `known`
+    memoises the folder part per folder."""
     from kllint.analysis.index import package_root
 
     root, name = package_root(path)
-    return [str(root), name, str((root / "src").is_dir())]
+    folder = known.get(path.parent) if known is not None else None
+    if folder is None:
+        folder = (str(root), str((root / "src").is_dir()))
+        if known is not None:
+            known[path.parent] = folder
+    return [folder[0], name, folder[1]]
 
 
 # -- serialisation of diagnostics (JSON, only the known data classes) ------------------------
@@ -211,7 +261,8 @@ class ResultCache:
         self.misses = 0
         self._implementation = implementation_digest()
         self._settings: dict[int, tuple[Settings, str]] = {}
-        self._run_digests: dict[str, str | None] = {}  # dependency digests, memoised over this run
+        self._run_digests: dict[str, Any] = {}  # dependency digests, memoised over this run
+        self._packages: dict[Path, tuple[str, str]] = {}  # folder -> (import root, has src), this run
 
     @classmethod
     def open(cls, directory: Path) -> "ResultCache | None":
@@ -253,7 +304,7 @@ class ResultCache:
             raw = item.path.read_bytes()
             digest = hashlib.sha256(raw).hexdigest()
             valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
-                     and entry.get("digest") == digest and entry.get("package") == _package_of(item.path)
+                     and entry.get("digest") == digest and entry.get("package") == _package_of(item.path, self._packages)
                      and isinstance(entry.get("deps"), dict) and _dependencies_unchanged(entry["deps"], self._run_digests))
             if not valid:
                 self.misses += 1
@@ -279,7 +330,7 @@ class ResultCache:
                 "implementation": self._implementation,
                 "path": str(item.path.resolve()),
                 "digest": outcome.digest,
-                "package": _package_of(item.path),
+                "package": _package_of(item.path, self._packages),
                 "deps": dict(outcome.deps or {}),
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),

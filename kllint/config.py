@@ -168,20 +168,40 @@ def load_file(path: Path, base: Settings | None = None) -> Settings | None:
     return replace(settings, source=path)
 
 
-def find_config(start: Path) -> Path | None:
-    """The closest kllint.toml or pyproject.toml with [tool.kllint], from `start` upwards."""
+def find_config(start: Path, known: dict[Path, Path | None] | None = None) -> Path | None:
+    """The closest kllint.toml or pyproject.toml with [tool.kllint], from `start` upwards.
+
+    `known` memoises the answer per folder (the folders of one checkout share their parents).
+    """
     directory = start if start.is_dir() else start.parent
+    known = {} if known is None else known
+    walked: list[Path] = []
+    found: Path | None = None
     for folder in (directory, *directory.parents):
-        for name in ("kllint.toml", "pyproject.toml"):
-            candidate = folder / name
-            if candidate.is_file():
-                if name == "kllint.toml":
+        if folder in known:
+            found = known[folder]
+            break
+        walked.append(folder)
+        found = _config_in(folder)
+        if found is not None:
+            break
+    for folder in walked:
+        known[folder] = found
+    return found
+
+
+def _config_in(folder: Path) -> Path | None:
+    """The configuration file of `folder` itself, if any."""
+    for name in ("kllint.toml", "pyproject.toml"):
+        candidate = folder / name
+        if candidate.is_file():
+            if name == "kllint.toml":
+                return candidate
+            try:
+                if "kllint" in tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool", {}):
                     return candidate
-                try:
-                    if "kllint" in tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool", {}):
-                        return candidate
-                except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                    return candidate  # reported when loaded
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return candidate  # reported when loaded
     return None
 
 
@@ -233,6 +253,7 @@ class SettingsResolver:
         self.overrides.validate()
         self.isolated = isolated
         self._by_folder: dict[Path, Settings] = {}
+        self._config_of: dict[Path, Path | None] = {}  # resolved folder -> its closest configuration
         self._by_file: dict[Path | None, Settings] = {}
         self._fixed: Settings | None = None
         if isolated:
@@ -259,7 +280,7 @@ class SettingsResolver:
         path = Path(path)
         folder = path if path.is_dir() else path.parent
         if folder not in self._by_folder:
-            found = find_config(folder.resolve())  # resolved once per folder: a costly call
+            found = find_config(folder.resolve(), self._config_of)  # resolved once per folder: a costly call
             self._by_folder[folder] = self._for_config(found.resolve() if found else None)
         return self._by_folder[folder]
 

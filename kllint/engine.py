@@ -74,8 +74,8 @@ class Outcome:
     `diagnostics` what is reported; `filtered` says whether `found` goes through `filter_found`
     (false for KL900 notes about unreadable or unparsable files, which are always reported).
     `digest` is the sha256 of the bytes checked (None when unreadable) and `deps` the project
-    module files the analysis looked at, each with its sha256 (None: it must not exist); both
-    only when the run keeps a cache (`track=True`).
+    module files the analysis looked at, each with [sha256, code digest] (None: it must not
+    exist; `kllint.cache.dependency_digests`); both only when the run keeps a cache (`track=True`).
     """
 
     found: list[Diagnostic]
@@ -83,7 +83,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     filtered: bool = False
     digest: str | None = None
-    deps: dict[str, str | None] | None = None
+    deps: dict[str, list[str | None] | None] | None = None
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -142,7 +142,7 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     if tracking:
         from kllint.cache import dependency_digests
 
-        deps = dependency_digests(index.tracked_paths())
+        deps = dependency_digests(index.tracked_paths(), index)
     return Outcome(found, filter_found(found, text, display, settings, item.path), filtered=True,
                    digest=digest, deps=deps)
 

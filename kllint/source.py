@@ -1,8 +1,15 @@
-"""Python source bytes to text, the way Python itself decodes a module (PEP 263)."""
+"""Python source bytes to text, the way Python itself decodes a module (PEP 263), and the
+digest of a module's code."""
 from __future__ import annotations
 
+import ast
+import hashlib
 import io
+import re
 import tokenize
+
+# Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
+LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 
 
 def decode_source(raw: bytes) -> str:
@@ -13,3 +20,32 @@ def decode_source(raw: bytes) -> str:
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     return raw.decode(encoding)
+
+
+def statement_lines(node: ast.stmt, lines: list[str]) -> tuple[int, int]:
+    """The first and last line (1-based, inclusive) of a statement in a file of `lines`:
+    decorators included, and a backslash continuation on its last line reaching into the next."""
+    decorators = getattr(node, "decorator_list", None) or []
+    start = min([node.lineno] + [d.lineno for d in decorators])
+    end = node.end_lineno or node.lineno
+    while end < len(lines) and lines[end - 1].rstrip("\r\n").endswith("\\"):
+        end += 1
+    return start, end
+
+
+def code_digest(text: str, outline: ast.Module) -> str:
+    """sha256 of what the analysis can read of a module: the lines of each top-level statement
+    (decorators and a trailing backslash continuation included), with their line numbers.
+
+    Comments and blank lines between top-level statements are left out: no definition, constant,
+    import or position the analysis takes from the module depends on them, so the result cache
+    (kllint.cache) keeps the results of the modules that import one whose edit touched only those.
+    `outline` is the `ast` tree of `text`.
+    """
+    lines = LINE.findall(text[1:] if text.startswith("\ufeff") else text)
+    digest = hashlib.sha256()
+    for node in outline.body:
+        start, end = statement_lines(node, lines)
+        digest.update(f"{start}:{end}\n".encode())
+        digest.update("".join(lines[start - 1:end]).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()

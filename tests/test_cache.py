@@ -139,6 +139,37 @@ def test_a_helper_that_appears_invalidates_the_importer(project):
     assert "KL102" in {c for _, _, c in codes(after)}
 
 
+def test_comment_edit_of_a_helper_keeps_the_importer_but_code_edits_do_not(project):
+    directory = project / CACHE_DIR_NAME
+    before, _ = check(["pkg/train.py"], directory)
+    helper = project / "pkg" / "kl.py"
+    # comments and blank lines between statements, and after the last one: same code digest
+    helper.write_text(K3_HELPER.replace("\n\ndef ", "\n# the k3 estimator\ndef ") + "\n# end\n")
+    same, cache = check(["pkg/train.py"], directory)
+    assert (cache.hits, cache.misses) == (1, 0) and codes(same) == codes(before)
+    # a line inserted before a statement moves it: positions are part of what the analysis reads
+    helper.write_text("\n" + K3_HELPER)
+    _, cache = check(["pkg/train.py"], directory)
+    assert (cache.hits, cache.misses) == (0, 1)
+    # a comment inside a definition is part of its code (libcst keeps it, fixes quote it)
+    helper.write_text(K3_HELPER.replace("    return log_r.exp()", "    # k3\n    return log_r.exp()"))
+    _, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1
+    helper.write_text(K1_HELPER)  # same lines, other code
+    after, cache = check(["pkg/train.py"], directory)
+    fresh, _ = check(["pkg/train.py"], None)
+    assert cache.misses == 1 and codes(after) == codes(fresh) and "KL101" in {c for _, _, c in codes(after)}
+
+
+def test_a_helper_that_stops_parsing_invalidates_the_importer(project):
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    (project / "pkg" / "kl.py").write_text(K3_HELPER + "\n# (\ndef broken(:\n")
+    after, cache = check(["pkg/train.py"], directory)
+    fresh, _ = check(["pkg/train.py"], None)
+    assert cache.misses == 1 and codes(after) == codes(fresh)
+
+
 def test_unrelated_module_does_not_invalidate(project):
     directory = project / CACHE_DIR_NAME
     check(["pkg/train.py"], directory)

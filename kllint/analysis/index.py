@@ -33,16 +33,22 @@ def package_root(path: Path) -> tuple[Path, str]:
 
 
 _FOLDERS: dict[Path, tuple[Path, tuple[str, ...]]] = {}
+_GIVEN: dict[tuple[str, Path], tuple[Path, tuple[str, ...]]] = {}
 
 
 def forget_package_roots() -> None:
     """Drop the memoised package roots (a new run may see new `__init__.py` files)."""
     _FOLDERS.clear()
+    _GIVEN.clear()
 
 
 def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
     """The import root above `folder` and the package names from it down to `folder` (memoised
     per folder: resolving paths is the costly part of a warm run)."""
+    given = (os.getcwd(), folder)  # as given (cheaper than making it absolute): seen before?
+    known = _GIVEN.get(given)
+    if known is not None:
+        return known
     folder = Path(os.path.abspath(folder))  # a relative folder means another one after a chdir
     known = _FOLDERS.get(folder)
     if known is None:
@@ -54,6 +60,7 @@ def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
                 break
             current = current.parent
         known = _FOLDERS[folder] = (current, tuple(reversed(names)))
+    _GIVEN[given] = known
     return known
 
 
@@ -131,6 +138,12 @@ class ProjectIndex:
     def tracked_paths(self) -> dict[Path, bool]:
         """Every candidate file `load` probed since `begin_tracking()`, found or not (cache hits too)."""
         return dict(self._tracked or {})
+
+    def code_digest(self, path: Path) -> str | None:
+        """The code digest (`kllint.source.code_digest`) of the module `load` found at `path`;
+        None when it found none there or could not load it."""
+        module = self._by_path.get(path)
+        return module.code_digest() if module is not None else None
 
     def _load_path(self, path: Path, dotted: str) -> ModuleInfo | None:
         if path in self._by_path:

@@ -20,9 +20,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
 from kllint.prefilter import parse_or_error
+from kllint.source import LINE, code_digest, statement_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 _EMPTY_MODULE = cst.Module(body=[])
 
 
@@ -80,12 +80,8 @@ class Site:
     @classmethod
     def of(cls, node: ast.stmt, lines: list[str]) -> "Site":
         """The lines of `node` (decorators included) in a file of `lines`."""
-        decorators = getattr(node, "decorator_list", None) or []
-        start = min([node.lineno] + [d.lineno for d in decorators])
+        start, end = statement_lines(node, lines)
         first = lines[start - 1] if start <= len(lines) else ""
-        end = node.end_lineno or node.lineno
-        while end < len(lines) and lines[end - 1].rstrip("\r\n").endswith("\\"):
-            end += 1  # a backslash continuation on the last line reaches into the next one
         # a form feed at the start of a line resets Python's indentation count
         return cls(start, end, first.lstrip("\f")[:1] in (" ", "\t"))
 
@@ -244,7 +240,7 @@ class ModuleInfo:
 
     def __post_init__(self) -> None:
         # Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
-        self.lines = _LINE.findall(self.text[1:] if self.text.startswith("\ufeff") else self.text)
+        self.lines = LINE.findall(self.text[1:] if self.text.startswith("\ufeff") else self.text)
         self.functions = LazyDefinitions(self)
         self.classes: dict[str, LazyClass] = {}
         self.constants = LazyConstants(self)
@@ -254,6 +250,7 @@ class ModuleInfo:
         self._snippet_of: dict[int, int] = {}  # id of a parsed definition -> its snippet
         self._positioned: set[int] = set()
         self._positions: dict[cst.CSTNode, Span] = {}
+        self._code_digest: str | None = None
         self._collect(self.outline.body)
 
     @classmethod
@@ -269,6 +266,12 @@ class ModuleInfo:
             if error is not None:
                 raise error
         return cls(path, display, name, text, outline, file_id=file_id)
+
+    def code_digest(self) -> str:
+        """`kllint.source.code_digest` of this module (computed once)."""
+        if self._code_digest is None:
+            self._code_digest = code_digest(self.text, self.outline)
+        return self._code_digest
 
     # -- text and snippets ------------------------------------------------------------------
     def text_of(self, site: Site) -> str:
