@@ -11,7 +11,7 @@ import sympy as sp
 
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
-    LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value,
+    LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
 )
 from kllint.analysis.values import Anchor, Tensor, _plain
 
@@ -69,7 +69,7 @@ class Algebra:
         stack, seen = [expr], set()
         while stack:
             current = stack.pop()
-            for symbol in current.free_symbols:
+            for symbol in symbols_of(current):
                 if symbol in self.kterms:
                     found.add(symbol)
                 elif symbol in self.table.reductions and symbol not in seen:

@@ -29,6 +29,20 @@ ROLE_SYMBOLS = frozenset({LP, LPD, REF, OLD})
 LOGRATIO = LP - REF
 
 
+_FREE: dict[sp.Basic, frozenset] = {}
+
+
+def symbols_of(expr: sp.Basic) -> frozenset:
+    """`expr.free_symbols`, memoised: sympy walks the whole tree on every call, and the analysis
+    asks the same expressions again and again (roles, KL terms, reductions, alternatives)."""
+    found = _FREE.get(expr)
+    if found is None:
+        if len(_FREE) > 100_000:
+            _FREE.clear()
+        found = _FREE[expr] = frozenset(expr.free_symbols)
+    return found
+
+
 class Clamp(sp.Function):
     """`clamp(x)`: identity inside its range. Kept as a marker so that `exp(x)` with a clamped
     `x` is known to be safe (KL601), and removed before classification."""
@@ -81,7 +95,7 @@ class SymbolTable:
     def expand_reductions(self, expr: sp.Expr) -> sp.Expr:
         """Replace each reduction symbol by its inner expression (per-token view of the value)."""
         for _ in range(8):
-            present = [s for s in expr.free_symbols if s in self.reductions]
+            present = [s for s in symbols_of(expr) if s in self.reductions]
             if not present:
                 break
             expr = expr.subs({s: self.reductions[s].inner for s in present})
@@ -100,7 +114,7 @@ class SymbolTable:
         seen: set[sp.Basic] = set()
         while stack:
             current = stack.pop()
-            for symbol in current.free_symbols:
+            for symbol in symbols_of(current):
                 if symbol in ROLE_SYMBOLS:
                     found.add(symbol)
                 elif symbol in self.reductions and symbol not in seen:
@@ -116,7 +130,7 @@ class SymbolTable:
         return cached
 
     def _is_pure(self, expr: sp.Expr) -> bool:
-        for symbol in expr.free_symbols:
+        for symbol in symbols_of(expr):
             if symbol in ROLE_SYMBOLS:
                 continue
             if symbol in self.reductions and self.is_pure(self.reductions[symbol].inner):
@@ -125,7 +139,7 @@ class SymbolTable:
         return True
 
     def reductions_in(self, expr: sp.Expr) -> list[Reduction]:
-        return [self.reductions[s] for s in expr.free_symbols if s in self.reductions]
+        return [self.reductions[s] for s in symbols_of(expr) if s in self.reductions]
 
 
 def strip_clamps(expr: sp.Expr) -> sp.Expr:

@@ -14,6 +14,7 @@ from typing import Any
 import libcst as cst
 import sympy as sp
 
+from kllint.analysis.symbolic import symbols_of
 from kllint.diagnostics import Span, TraceStep
 
 MAX_ALTERNATIVES = 16
@@ -219,7 +220,7 @@ def join(*values: Value) -> Value:
 def _signature(value: Value) -> tuple:
     """What distinguishes alternatives for the rules: the KL terms and estimate they carry."""
     if isinstance(value, Tensor):
-        kl = frozenset(s.name for s in value.expr.free_symbols if s.name.startswith(("K__", "Kp__")))
+        kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
         return ("tensor", kl, value.anchor.node_id if value.anchor else None)
     return (type(value).__name__,)
 
@@ -252,7 +253,7 @@ def _opaque(expr: Any) -> bool:
         if len(_OPAQUE) > 20_000:
             _OPAQUE.clear()
         found = _OPAQUE[expr] = all("__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_"))
-                                    for s in expr.free_symbols)
+                                    for s in symbols_of(expr))
     return found
 
 
