@@ -95,15 +95,23 @@ def file_digest(path: Path) -> str | None:
 def dependency_digests(tracked: dict[Path, bool], index: Any = None) -> dict[str, Any]:
     """The recorded dependencies of one analysis: a loaded module -> [sha256 of its bytes, its
     code digest (`kllint.source.code_digest`, from `index` when it loaded the module, else
-    None)], an absent candidate -> None."""
+    None), the real path it resolves to (the analysis names a module by it: a symlink pointed
+    elsewhere is a change)], an absent candidate -> None."""
     deps: dict[str, Any] = {}
     for path, exists in tracked.items():
         if exists:
             code = index.code_digest(path) if index is not None and hasattr(index, "code_digest") else None
-            deps[str(path)] = [file_digest(path), code]
+            deps[str(path)] = [file_digest(path), code, _real_path(path)]
         else:
             deps[str(path)] = None
     return deps
+
+
+def _real_path(path: Path) -> str | None:
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return None
 
 
 def current_code_digest(path: Path) -> str | None:
@@ -125,8 +133,8 @@ def current_code_digest(path: Path) -> str | None:
 
 
 def _dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:
-    """Whether every dependency is unchanged: an absent one still absent, a module file with the
-    same bytes or, failing that, the same code digest (an edit of its comments or blank lines
+    """Whether every dependency is unchanged: an absent one still absent, a module file at the
+    same real path with the same bytes or, failing that, the same code digest (an edit of its comments or blank lines
     between statements keeps the results of its importers). `seen` memoises digests over one run,
     in which files do not change (many files share helpers)."""
     seen = {} if seen is None else seen
@@ -137,9 +145,14 @@ def _dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = 
             if seen[name] is not None:
                 return False
             continue
-        if not isinstance(recorded, list) or len(recorded) != 2:
+        if not isinstance(recorded, list) or len(recorded) != 3:
             return False
-        digest, code = recorded
+        digest, code, real = recorded
+        key = "real:" + name
+        if key not in seen:
+            seen[key] = _real_path(Path(name))
+        if seen[key] != real or real is None:
+            return False
         if seen[name] == digest:
             continue
         if seen[name] is None or code is None:

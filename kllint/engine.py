@@ -74,8 +74,8 @@ class Outcome:
     `diagnostics` what is reported; `filtered` says whether `found` goes through `filter_found`
     (false for KL900 notes about unreadable or unparsable files, which are always reported).
     `digest` is the sha256 of the bytes checked (None when unreadable) and `deps` the project
-    module files the analysis looked at, each with [sha256, code digest] (None: it must not
-    exist; `kllint.cache.dependency_digests`); both only when the run keeps a cache (`track=True`).
+    module files the analysis looked at, each with [sha256, code digest, real path] (None: it must
+    not exist; `kllint.cache.dependency_digests`); both only when the run keeps a cache (`track=True`).
     """
 
     found: list[Diagnostic]

@@ -161,6 +161,30 @@ def test_comment_edit_of_a_helper_keeps_the_importer_but_code_edits_do_not(proje
     assert cache.misses == 1 and codes(after) == codes(fresh) and "KL101" in {c for _, _, c in codes(after)}
 
 
+def test_a_symlinked_helper_pointed_at_another_copy_invalidates_the_importer(project):
+    # the analysis names a module by its real path (trace steps show it): a symlink pointed at
+    # a copy that differs only in comments (the same code digest) is still a change
+    for name in ("impl_a", "impl_b"):
+        (project / name).mkdir()
+    (project / "impl_a" / "kl.py").write_text(K3_HELPER)
+    (project / "impl_b" / "kl.py").write_text(K3_HELPER + "# the copy for the B runs\n")
+    helper = project / "pkg" / "kl.py"
+    helper.unlink()
+    try:
+        helper.symlink_to(Path("..") / "impl_a" / "kl.py")
+    except OSError:
+        pytest.skip("no symlinks here")
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    helper.unlink()
+    helper.symlink_to(Path("..") / "impl_b" / "kl.py")
+    after, cache = check(["pkg/train.py"], directory)
+    fresh, _ = check(["pkg/train.py"], None)
+    assert cache.misses == 1
+    assert report_json.render(after.diagnostics) == report_json.render(fresh.diagnostics)
+    assert "impl_b" in report_json.render(after.diagnostics)
+
+
 def test_a_helper_that_stops_parsing_invalidates_the_importer(project):
     directory = project / CACHE_DIR_NAME
     check(["pkg/train.py"], directory)

@@ -163,3 +163,35 @@ def test_a_byte_order_mark_does_not_shift_columns():
     assert [cst.Module([]).code_for_node(b.value) for b in module.classes["A"].bases] == ["(Base)"]
     method = module.classes["A"].method("f")
     assert module.span(method.name, method) == Span(2, 9, 2, 10)
+
+
+def test_findings_do_not_depend_on_which_importer_named_a_module_first(tmp_path, monkeypatch):
+    """`scripts/helper.py` is `helper` to the script next to it and `scripts.helper` to a file
+    at the root; its relative import resolves only under the second name. Checking the script
+    alone or after the other file must give the same findings (and so must -j 1 and -j 2)."""
+    from kllint.config import Settings
+    from kllint.discovery import discover
+    from kllint.engine import run
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "util.py").write_text("def lr(logprob, ref_logprob):\n    return ref_logprob - logprob\n")
+    (tmp_path / "scripts" / "helper.py").write_text(
+        "from .util import lr\n\n\ndef kl_penalty(logprob, ref_logprob):\n"
+        "    log_r = lr(logprob, ref_logprob)\n    return log_r.exp() - log_r - 1\n")
+    (tmp_path / "scripts" / "train.py").write_text(
+        "from helper import kl_penalty\n\n\ndef actor_loss(logprob, ref_logprob, advantages, kl_coef=0.001):\n"
+        "    pg = -advantages * (logprob - logprob.detach()).exp()\n"
+        "    return pg.mean() + kl_coef * kl_penalty(logprob, ref_logprob).mean()\n")
+    (tmp_path / "a.py").write_text(
+        "from scripts.helper import kl_penalty\n\n\ndef loss_fn(logprob, ref_logprob):\n"
+        "    return kl_penalty(logprob, ref_logprob).mean()\n")
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+
+    def found(paths):
+        result = run(list(discover(paths, settings)), settings)
+        return {(d.path, d.span.line, d.code) for d in result.diagnostics if d.path.startswith("scripts")}
+
+    alone = found(["scripts/train.py"])
+    assert alone and found(["a.py", "scripts/train.py"]) == alone

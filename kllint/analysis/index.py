@@ -71,7 +71,11 @@ class ProjectIndex:
     MAX_MODULES = 250
 
     def __init__(self) -> None:
-        self._by_path: dict[Path, ModuleInfo | None] = {}
+        # (file, dotted name) -> module: a file reached under two names (`pkg.helper` from one
+        # importer, `helper` from another) is two modules, whose relative imports differ; one
+        # shared module would make a file's findings depend on which importer came first
+        self._by_path: dict[tuple[Path, str], ModuleInfo | None] = {}
+        self._at_path: dict[Path, ModuleInfo] = {}  # file -> a module loaded from it (same text)
         self._next_id = 1
         self._tracked: dict[Path, bool] | None = None
         self._lookups: dict[tuple, tuple] = {}
@@ -86,6 +90,7 @@ class ProjectIndex:
 
         if len(self._by_path) > self.MAX_MODULES:  # bounded memory over a long run; rebuilt on demand
             self._by_path.clear()
+            self._at_path.clear()
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
         info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
         self._roots = [root]
@@ -142,17 +147,17 @@ class ProjectIndex:
     def code_digest(self, path: Path) -> str | None:
         """The code digest (`kllint.source.code_digest`) of the module `load` found at `path`;
         None when it found none there or could not load it."""
-        module = self._by_path.get(path)
+        module = self._at_path.get(path)
         return module.code_digest() if module is not None else None
 
     def _load_path(self, path: Path, dotted: str) -> ModuleInfo | None:
-        if path in self._by_path:
-            return self._by_path[path]
+        if (path, dotted) in self._by_path:
+            return self._by_path[path, dotted]
         probed = path
         path = path.resolve()
-        if path in self._by_path:
-            self._by_path[probed] = self._by_path[path]
-            return self._by_path[path]
+        if (path, dotted) in self._by_path:
+            self._by_path[probed, dotted] = self._by_path[path, dotted]
+            return self._by_path[path, dotted]
         from kllint.analysis.module import ModuleInfo
 
         info: ModuleInfo | None = None
@@ -165,5 +170,7 @@ class ProjectIndex:
                 self._next_id += 1
         except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
             info = None
-        self._by_path[path] = self._by_path[probed] = info
+        self._by_path[path, dotted] = self._by_path[probed, dotted] = info
+        if info is not None:
+            self._at_path[path] = self._at_path[probed] = info
         return info
