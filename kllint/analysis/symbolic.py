@@ -37,7 +37,7 @@ def symbols_of(expr: sp.Basic) -> frozenset:
     asks the same expressions again and again (roles, KL terms, reductions, alternatives)."""
     found = _FREE.get(expr)
     if found is None:
-        if len(_FREE) > 100_000:
+        if len(_FREE) > 20_000:
             _FREE.clear()
         found = _FREE[expr] = frozenset(expr.free_symbols)
     return found
