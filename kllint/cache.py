@@ -6,8 +6,10 @@ used only when all of these are unchanged:
 
 - the file's bytes (sha256), its path and displayed path, and its package (the folders with
   `__init__.py` above it decide its module name and its relative imports);
-- the settings that apply to it (`settings_digest`; the entry's file name is derived from it,
-  so runs with different settings keep separate entries);
+- the settings that apply to it, except those applied afresh to every hit or used only before
+  or after the analysis (`settings_digest`: selection, suppressions, excludes and the output
+  format are left out; the entry's file name is derived from it, so runs with, say, another
+  vocabulary keep separate entries);
 - kllint itself (`implementation_digest`: the version and the sha256 of kllint's own source);
 - every project module the analysis looked at: the module files it loaded and the candidate
   files it probed and did not find (they must still be absent), as recorded by
@@ -204,11 +206,20 @@ def implementation_digest() -> str:
     return hasher.hexdigest()
 
 
+# Settings a cached result does not depend on: the selection and suppression settings are
+# applied afresh to every hit (`engine.filter_found`), the others act before the analysis
+# (discovery) or after it (output).
+_APPLIED_ON_HITS = ("select", "extend_select", "ignore", "per_file_ignores", "blanket_noqa",
+                    "exclude", "extend_exclude", "respect_gitignore", "output_format")
+
+
 def settings_digest(settings: Settings) -> str:
-    """A digest of everything in `settings` that can change a file's result."""
+    """A digest of everything in `settings` that can change what the analysis of a file gives
+    (the vocabulary, for one); selection and suppression settings are left out, so changing
+    `--select` or `ignore` re-uses the cached results."""
     data = asdict(settings)
-    data.pop("output_format", None)
-    data["active_codes"] = sorted(settings.active_codes)
+    for name in _APPLIED_ON_HITS:
+        data.pop(name, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
