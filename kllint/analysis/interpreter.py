@@ -923,7 +923,8 @@ class Interpreter:
                       frame: Frame, defaults_as_literals: bool = True) -> Value:
         """Follow a project function with the caller's values bound to its parameters.
 
-        Calls whose arguments carry no log-prob or KL (`_signature_of`) are memoised. A result
+        Calls are memoised: by a summary of their arguments when these carry no log-prob or KL
+        (`_signature_of`), else by the arguments themselves (`_exact_signature`). A result
         whose computation met no cut-off (depth limit, recursive call) is reused at other depths
         as long as its whole call tree still fits under MAX_DEPTH there and enters no function
         that is running at the new call site; other results are reused at the same depth only.
@@ -1236,9 +1237,10 @@ def _signature_of(values: list[Value]) -> tuple | None:
 
 
 def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
-    """The call arguments themselves (values compare by structure) with the caller's branch
-    conditions and loop kind, which the callee's anchors and facts inherit; None when a value
-    cannot be hashed."""
+    """A memo key for calls whose arguments carry a log-prob or KL: the arguments themselves
+    (values compare by structure; an `Unknown` stands for any other, it carries nothing the
+    callee can tell apart) with the caller's branch conditions and loop kind, which the callee's
+    anchors and facts inherit. None when a value cannot be hashed."""
     signature = ("exact", tuple("unknown" if isinstance(v, Unknown) else v for v in values), frame.conditions,
                  frame.epoch_loop)
     try:
