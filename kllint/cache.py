@@ -102,7 +102,7 @@ def dependency_digests(tracked: dict[Path, bool], index: Any = None) -> dict[str
     deps: dict[str, Any] = {}
     for path, exists in tracked.items():
         if exists:
-            code = index.code_digest(path) if index is not None and hasattr(index, "code_digest") else None
+            code = index.code_digest(path) if index is not None else None
             deps[str(path)] = [file_digest(path), code, _real_path(path)]
         else:
             deps[str(path)] = None
@@ -121,7 +121,7 @@ def current_code_digest(path: Path) -> str | None:
     when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
     from kllint.analysis.index import ProjectIndex
     from kllint.prefilter import parse_or_error
-    from kllint.source import code_digest, decode_source
+    from kllint.source import code_digest, decode_source, source_lines
 
     try:
         raw = path.read_bytes()
@@ -131,7 +131,7 @@ def current_code_digest(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError, LookupError, SyntaxError):
         return None
     outline, error = parse_or_error(text)
-    return code_digest(text, outline) if error is None else None
+    return code_digest(source_lines(text), outline) if error is None else None
 
 
 def _dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:

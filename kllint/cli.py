@@ -143,8 +143,6 @@ def main() -> None:
             cli(standalone_mode=True)
         except KeyboardInterrupt:
             sys.exit(EXIT_ERROR)
-        except SystemExit:
-            raise
         except Exception as exc:  # noqa: BLE001
             _fail(f"internal error: {type(exc).__name__}: {exc}")
     except SystemExit as done:

@@ -9,7 +9,7 @@ import re
 import tokenize
 
 # Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
-LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
+_LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 
 
 def decode_source(raw: bytes) -> str:
@@ -33,16 +33,21 @@ def statement_lines(node: ast.stmt, lines: list[str]) -> tuple[int, int]:
     return start, end
 
 
-def code_digest(text: str, outline: ast.Module) -> str:
+def source_lines(text: str) -> list[str]:
+    """The lines of a module's text as Python splits them, each with its line break (a leading
+    byte order mark dropped)."""
+    return _LINE.findall(text[1:] if text.startswith("\ufeff") else text)
+
+
+def code_digest(lines: list[str], outline: ast.Module) -> str:
     """sha256 of what the analysis can read of a module: the lines of each top-level statement
     (decorators and a trailing backslash continuation included), with their line numbers.
 
     Comments and blank lines between top-level statements are left out: no definition, constant,
     import or position the analysis takes from the module depends on them, so the result cache
     (kllint.cache) keeps the results of the modules that import one whose edit touched only those.
-    `outline` is the `ast` tree of `text`.
+    `lines` are the module's `source_lines`, `outline` its `ast` tree.
     """
-    lines = LINE.findall(text[1:] if text.startswith("\ufeff") else text)
     digest = hashlib.sha256()
     for node in outline.body:
         start, end = statement_lines(node, lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -199,9 +200,10 @@ def test_console_script_exit_status_and_output_survive_the_fast_exit(tmp_path):
     write(tmp_path / "clean.py", "x = 1\n")
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     command = [sys.executable, "-m", "kllint", "check", "--no-cache", "--output-format", "json"]
-    clean = subprocess.run([*command, "clean.py"], cwd=tmp_path, capture_output=True, text=True)
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    clean = subprocess.run([*command, "clean.py"], cwd=tmp_path, capture_output=True, text=True, env=buffered)
     assert (clean.returncode, json.loads(clean.stdout)) == (0, [])
-    found = subprocess.run([*command, str(fixtures)], cwd=tmp_path, capture_output=True, text=True)
+    found = subprocess.run([*command, str(fixtures)], cwd=tmp_path, capture_output=True, text=True, env=buffered)
     assert found.returncode == 1
     assert len(found.stdout) > 65536  # more than any pipe or stdio buffer
     assert len(json.loads(found.stdout)) > 50

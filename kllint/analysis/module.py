@@ -20,7 +20,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
 from kllint.prefilter import parse_or_error
-from kllint.source import LINE, code_digest, statement_lines
+from kllint.source import code_digest, source_lines, statement_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EMPTY_MODULE = cst.Module(body=[])
@@ -239,8 +239,7 @@ class ModuleInfo:
     file_id: int = 0
 
     def __post_init__(self) -> None:
-        # Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
-        self.lines = LINE.findall(self.text[1:] if self.text.startswith("\ufeff") else self.text)
+        self.lines = source_lines(self.text)
         self.functions = LazyDefinitions(self)
         self.classes: dict[str, LazyClass] = {}
         self.constants = LazyConstants(self)
@@ -270,7 +269,7 @@ class ModuleInfo:
     def code_digest(self) -> str:
         """`kllint.source.code_digest` of this module (computed once)."""
         if self._code_digest is None:
-            self._code_digest = code_digest(self.text, self.outline)
+            self._code_digest = code_digest(self.lines, self.outline)
         return self._code_digest
 
     # -- text and snippets ------------------------------------------------------------------
