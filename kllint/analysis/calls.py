@@ -226,6 +226,8 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
         items = args[0] if args else Unknown()
         return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+    if name in fw.NEGATIVE_LOGPROB_LOSSES:
+        return negative_logprob(it, args, kwargs, node, frame, reduction=_literal(kwargs.get("reduction", Literal("mean"))))
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
@@ -254,6 +256,23 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if not args:
         return it.algebra.opaque(name)
     return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def negative_logprob(it: "Interpreter", args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                     frame: "Frame", reduction: Any) -> Value:
+    """`cross_entropy(logits, labels)` / `nll_loss(log_probs, labels)`: minus the log-prob of the
+    labels, of the role of the logits (a common way to gather token log-probs:
+    `-F.cross_entropy(logits, labels, reduction="none")`); reduced unless `reduction="none"`."""
+    first = args[0] if args else kwargs.get("input")
+    options = []
+    for option in alternatives(first) if first is not None else ():
+        if isinstance(option, (Tensor, Model)) and (isinstance(option, Model) or it.algebra.has_roles(option.expr)):
+            logp = it.as_tensor(option).with_(space="logprob", vocab=False)
+            value = it.algebra.unary(logp, lambda e: -e, it.anchor(node, frame))
+            options.append(value if reduction == "none" else it.algebra.reduce(value, "sum"))
+        else:
+            options.append(it.algebra.opaque("cross_entropy"))
+    return join(*options) if options else it.algebra.opaque("cross_entropy")
 
 
 def _is_constant(value: Value) -> bool:
@@ -475,6 +494,12 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
             return it.algebra.reduce(first, "sum")
     if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
         return it.algebra.reduce(first, "rtg")
+    if {"cross", "entropy"} <= toks or "nll" in toks:
+        return negative_logprob(it, args, kwargs, node, frame, reduction=_literal(kwargs.get("reduction", Literal("none"))))
+    if toks & fw.SHAPE_HELPER_TOKENS:
+        carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
+        if len(carrying) == 1:
+            return carrying[0]
     if roles.is_logprob_name(name) or "log_softmax" in lowered:
         for candidate in tensors:
             tensor = it.as_tensor(candidate)

@@ -396,8 +396,7 @@ class Interpreter:
         combos: list[dict[str, Value]] = [{}]
         for name in names:
             options = frame.env[name].options
-            pairs = sorted(((i, j) for i in range(len(combos)) for j in range(len(options))),
-                           key=lambda ij: (max(ij), ij))
+            pairs = covering_pairs(len(combos), len(options))
             combos = [dict(combos[i], **{name: options[j]}) for i, j in pairs][:MAX_COHERENT]
         saved = {n: frame.env[n] for n in names}
         results = []
@@ -819,7 +818,7 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = self.role_from_name(attr, detached_source=True)
+            named = self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
@@ -867,7 +866,8 @@ class Interpreter:
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Tensor):
             if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
-                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                             detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
                     return keyed
             return base
@@ -890,7 +890,8 @@ class Interpreter:
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
                 return ConfigValue(key.value)
             # batch / inputs dictionaries: tensors named by their key, without gradient
-            return self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+            return self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                        detached_source=not roles.is_output_name(owner or ""))
         return Unknown()
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
@@ -1057,7 +1058,7 @@ class Interpreter:
     def arith(self, op: str, left: Value, right: Value, node: cst.CSTNode, frame: Frame) -> Value:
         options = []
         lefts, rights = alternatives(left), alternatives(right)
-        pairs = sorted(((i, j) for i in range(len(lefts)) for j in range(len(rights))), key=lambda ij: (max(ij), ij))
+        pairs = covering_pairs(len(lefts), len(rights))
         for i, j in pairs:
             a, b = lefts[i], rights[j]
             if True:
@@ -1208,6 +1209,17 @@ class _Attr:
     @property
     def name(self) -> str:
         return self.attr
+
+
+def covering_pairs(m: int, n: int) -> list[tuple[int, int]]:
+    """Index pairs of two alternative lists, ordered so that every option of either side comes
+    in the first max(m, n) pairs (alternatives are capped: a left option times the first right
+    option only would drop the right side's later options, e.g. the fourth estimator of a
+    mode-dispatching helper), then the rest by (max(i, j), i, j)."""
+    cover = [(k % m, k % n) for k in range(max(m, n))]
+    seen = set(cover)
+    rest = sorted(((i, j) for i in range(m) for j in range(n) if (i, j) not in seen), key=lambda ij: (max(ij), ij))
+    return cover + rest
 
 
 def _signature_of(values: list[Value]) -> tuple | None:

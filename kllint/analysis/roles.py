@@ -89,6 +89,15 @@ def is_kl_name(name: str) -> bool:
         t in NOT_TENSOR_TOKENS or t in ("loss", "target", "penalty", "estimator", "div", "fn") for t in toks)
 
 
+OUTPUT_TOKENS = frozenset({"output", "outputs", "out", "outs", "preds", "predictions", "forward", "fwd"})
+
+
+def is_output_name(name: str) -> bool:
+    """A container of a model forward's results (`output["log_probs"]`, `outputs.logprobs`): its
+    log-probs carry the gradient, unlike those read from a batch of stored rollouts."""
+    return any(t in OUTPUT_TOKENS for t in tokens(name))
+
+
 def is_sequence_name(name: str) -> bool:
     return any(t in ("seq", "sequence", "total", "sum", "summed", "mean") for t in tokens(name))
 
