@@ -63,7 +63,11 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return unknown_call(it, func.attr, args, kwargs, node, frame)
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
-    return Unknown()
+    # a callable the analysis cannot resolve (a loss function read from a registry or an
+    # attribute): its result still depends on its tensor arguments
+    from kllint.analysis.module import dotted_name
+
+    return unknown_call(it, (dotted_name(node.func) or "call").rsplit(".", 1)[-1], args, kwargs, node, frame)
 
 
 def flax_parameters(args: list[Value]) -> Model | None:

@@ -25,7 +25,7 @@ from kllint.analysis.facts import LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
-from kllint.analysis.values import _plain
+from kllint.analysis.values import KL_CONTENT, _plain
 from kllint.analysis.values import (
     Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
     Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
@@ -126,6 +126,13 @@ class Interpreter:
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
+        token = KL_CONTENT.set(self.algebra.kl_symbols)
+        try:
+            self._run()
+        finally:
+            KL_CONTENT.reset(token)
+
+    def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
