@@ -339,11 +339,15 @@ class ResultCache:
             diagnostics = list(found)
             if entry["filtered"] and found:
                 diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
+            notes = entry.get("notes", [])
+            if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+                raise TypeError("notes are not a list of strings")
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None
         self.hits += 1
-        return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"])
+        return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
+                       notes=notes)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
@@ -358,6 +362,7 @@ class ResultCache:
                 "deps": dict(outcome.deps or {}),
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),
+                "notes": list(outcome.notes),
             }
             target = self._entry_path(item, settings)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     files_checked: int = 0
+    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -84,6 +85,7 @@ class Outcome:
     filtered: bool = False
     digest: str | None = None
     deps: dict[str, list[str | None] | None] | None = None
+    notes: list[str] = field(default_factory=list)  # what the analysis gave up on (`check -v`)
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -129,8 +131,9 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
+    notes: list[str] = []
     try:
-        found = check_source(text, display, item.path, settings, index=index, outline=outline)
+        found = check_source(text, display, item.path, settings, index=index, outline=outline, notes=notes)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)
@@ -144,7 +147,7 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
 
         deps = dependency_digests(index.tracked_paths(), index)
     return Outcome(found, filter_found(found, text, display, settings, item.path), filtered=True,
-                   digest=digest, deps=deps)
+                   digest=digest, deps=deps, notes=notes)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
@@ -212,6 +215,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
         result.internal_errors.extend(outcome.errors)
+        result.abandoned.extend(outcome.notes)
         for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.span, diagnostic.code)
             if key not in seen:

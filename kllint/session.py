@@ -358,6 +358,9 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         if hidden:
             _say(err, f"{_plural(len(hidden), 'finding')} hidden by the baseline {options.baseline}.")
         _say(err, f"Found {_plural(len(diagnostics), 'finding')} in {_plural(result.files_checked, 'file')}.")
+        if result.abandoned:
+            _say(err, f"The analysis gave up on {_plural(len(result.abandoned), 'function')} "
+                      "(a finding on those paths may be missing; `-v` lists them).")
         if not (options.fix or options.diff):
             from kllint.fix import is_applicable
 

@@ -21,7 +21,7 @@ import sympy as sp
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
-from kllint.analysis.facts import LossFact, RewardFact
+from kllint.analysis.facts import Abandoned, LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
@@ -113,6 +113,7 @@ class Interpreter:
         self.vocab = vocab
         self.algebra = Algebra()
         self.facts: list[Any] = []
+        self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo]] = {}
         self.steps = 0
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
@@ -135,7 +136,7 @@ class Interpreter:
     def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
-        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
+        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
         functions = self.entry.functions
         texts = {("", name): functions.text(name) for name in functions}
         names = {("", name): functions.identifiers(name) for name in functions}
@@ -147,11 +148,12 @@ class Interpreter:
             if not cls_name:
                 node = functions.get(name)
                 if node is not None:
-                    self._guarded(lambda node=node: self.run_entry(node, None))
+                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
                 continue
             cls_node = self.entry.classes[cls_name]
             cls = ClassRef(cls_name, cls_node, self.entry)
-            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name))
+            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
+                          cls_node.method(name))
 
     def _run_method(self, cls: ClassRef, name: str) -> None:
         node = cls.node.method(name)
@@ -193,12 +195,26 @@ class Interpreter:
                 seen.update(constants.identifiers(name))
         return names_matter(seen, self.vocab)
 
-    def _guarded(self, action) -> None:
+    def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
         self.steps = 0
         try:
             action()
-        except (Budget, RecursionError):
-            pass
+        except Budget:
+            self._abandon(function, node, f"step budget of {MAX_STEPS:,} exhausted")
+        except RecursionError:
+            self._abandon(function, node, "nesting too deep for the interpreter")
+
+    def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None) -> None:
+        """Record that the analysis gave up on `function` (never silently: `kllint check -v`)."""
+        self._abandoned.setdefault((function, reason), (node, module or self.entry))
+
+    def abandoned(self) -> list[Abandoned]:
+        """What the analysis gave up on, each with the line where it happened."""
+        records = []
+        for (function, reason), (node, module) in self._abandoned.items():
+            line = module.span(node).line if node is not None else 1
+            records.append(Abandoned(function, module.display, line, reason))
+        return records
 
     def _module_statements(self) -> list[cst.CSTNode]:
         return self.entry.module_statements(self._names_kl_or_reference)
@@ -375,7 +391,7 @@ class Interpreter:
                     self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
                                    root=frame.root)
                 except Budget:
-                    pass
+                    self._abandon(node.name.value, node, f"step budget of {MAX_STEPS:,} exhausted")
                 self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
@@ -941,6 +957,10 @@ class Interpreter:
         key = id(fdef)
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
+            if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
+                self._abandon(frame.function, node, f"call of `{ref.qualname}` not followed (call depth limit "
+                                                    f"{MAX_DEPTH}) with log-probs or KL terms among its arguments",
+                              frame.module)
             return Unknown(ref.qualname)
         memo_key = None
         values = list(args) + [kwargs[k] for k in sorted(kwargs)]
@@ -975,6 +995,10 @@ class Interpreter:
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered))
         return self._returned(result, self.anchor(node, frame))
+
+    def _carries_roles(self, values: list[Value]) -> bool:
+        return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)
+                   for value in values for option in alternatives(value))
 
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
