@@ -99,7 +99,7 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
 
     display = item.display
     try:
-        raw = item.path.read_bytes()
+        raw = item.content if item.content is not None else item.path.read_bytes()
     except OSError as exc:
         return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
     digest = hashlib.sha256(raw).hexdigest() if track else None
@@ -154,6 +154,12 @@ def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None
     return outcome.diagnostics, outcome.errors
 
 
+def cacheable(item: Discovered) -> bool:
+    """Whether the result cache may keep `item`'s result: not for text given in memory (stdin,
+    an editor's buffer)."""
+    return item.content is None
+
+
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
         cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
@@ -177,14 +183,14 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     def done(position: int, outcome: Outcome) -> None:
         outcomes[position] = outcome
-        if cache is not None and not outcome.errors:
+        if cache is not None and not outcome.errors and cacheable(files[position]):
             cache.store(files[position], per_file[position], outcome)
         if progress is not None:
             progress(files[position])
 
     pending: list[int] = []
     for position, item in enumerate(files):
-        hit = cache.lookup(item, per_file[position]) if cache is not None else None
+        hit = cache.lookup(item, per_file[position]) if cache is not None and cacheable(item) else None
         if hit is None:
             pending.append(position)
         else:

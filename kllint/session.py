@@ -59,6 +59,7 @@ class CheckOptions:
     no_cache: bool = False
     cache_dir: str | None = None
     confirm: bool = False
+    stdin_filename: str | None = None
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -89,6 +90,7 @@ def stderr_console() -> Console:
 class _Context:
     selected: frozenset[str]
     internal_errors: list[str]
+    sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
@@ -112,7 +114,8 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
     from kllint.report import text
 
     buffer = io.StringIO()
-    text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True))
+    text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True),
+                sources=context.sources)
     return buffer.getvalue()
 
 
@@ -121,7 +124,7 @@ def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, st
         from kllint.report import text
 
         text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
-                                         highlight=False))
+                                         highlight=False), sources=context.sources)
         return
     stdout.write(render(fmt, diagnostics, context))
     stdout.flush()
@@ -138,11 +141,25 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--no-cache and --cache-dir cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
+    from kllint.stdin import StdinUsageError, reads_stdin
+
+    try:
+        stdin = reads_stdin(options.paths)
+    except StdinUsageError as exc:
+        raise UsageError(str(exc)) from None
+    if stdin and options.add_noqa:
+        raise UsageError("--add-noqa cannot be used with standard input (`-`)")
+    if options.stdin_filename and not stdin:
+        raise UsageError("--stdin-filename needs `-` (standard input) as the path")
     return [parse_report(value) for value in options.reports]
 
 
 def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discovered]:
+    from kllint.stdin import STDIN, stdin_item
+
     try:
+        if options.paths == (STDIN,):
+            return [stdin_item(options.stdin_filename)]
         return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude))
     except (MissingPathError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
@@ -155,7 +172,7 @@ def default_jobs() -> int:
 
 def open_cache(options: CheckOptions) -> "ResultCache | None":
     """The result cache of this run (None with --no-cache, or when it cannot be created)."""
-    if options.no_cache:
+    if options.no_cache or "-" in options.paths:
         return None
     from kllint.cache import ResultCache, default_directory
 
@@ -181,9 +198,13 @@ def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) 
 
 
 def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
-                 result: RunResult, stdout: TextIO, err: Console) -> tuple[int, bool]:
-    """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed)."""
+                 result: RunResult, stdout: TextIO, err: Console,
+                 buffers: dict[str, str] | None = None) -> tuple[int, bool]:
+    """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed).
+
+    Items held in memory (stdin) are not written: their fixed text goes to `buffers`."""
     from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
+    from kllint.stdin import source_text
 
     by_display = {item.display: item for item in files}
     fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
@@ -196,7 +217,9 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
         settings = resolver.for_path(item.path)
         current = [d for d in result.diagnostics if d.path == display]
         try:
-            text = read_source(item.path)
+            text = read_source(item.path) if item.content is None else source_text(item)
+            if text is None:
+                raise FixError(f"{display}: not valid UTF-8")
             outcome = fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current)
         except FixError as exc:
             result.internal_errors.append(str(exc))
@@ -216,7 +239,10 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
             stdout.write(unified_diff(display, outcome.original, outcome.text))
             continue
         try:
-            write_atomic(item.path, outcome.text)
+            if item.content is not None and buffers is not None:
+                buffers[display] = outcome.text
+            else:
+                write_atomic(item.path, outcome.text)
         except FixError as exc:
             result.internal_errors.append(str(exc))
             continue
@@ -285,6 +311,16 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
             raise UsageError(str(exc)) from None
 
     files = _discover(options, resolver)
+    # stdin: display -> the buffer's text (fixed in place by --fix, printed on stdout)
+    buffers = {item.display: item.content.decode("utf-8", "replace") for item in files if item.content is not None}
+    if buffers:
+        from kllint.stdin import excluded
+
+        try:
+            if options.force_exclude and excluded(files[0], resolver.for_path(files[0].path)):
+                files = []
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
@@ -299,7 +335,11 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
 
     fixed, changed = 0, False
     if options.fix or options.diff:
-        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err)
+        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, buffers)
+    if buffers and options.fix and not options.diff:  # as Ruff: the fixed source on stdout, findings on stderr
+        stdout.write("".join(buffers.values()))
+        stdout.flush()
+        stdout = err.file
     for note in result.internal_errors[errors_before:]:
         _say(err, f"kllint: {note}")
     if options.diff:
@@ -333,7 +373,7 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     selected: set[str] = set(run_settings.active_codes)
     for settings in resolver.used():
         selected |= settings.active_codes
-    context = _Context(frozenset(selected), list(result.internal_errors))
+    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None)
     _write_stdout(fmt, diagnostics, context, stdout)
     for report_fmt, path in reports:
         try:

@@ -10,8 +10,11 @@ from rich.text import Text
 from kllint.diagnostics import Diagnostic
 
 
-def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
+def _source_lines(path: str, cache: dict[str, list[str]], sources: dict[str, str] | None = None) -> list[str]:
     if path not in cache:
+        if sources is not None and path in sources:
+            cache[path] = sources[path].splitlines()
+            return cache[path]
         try:
             cache[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -19,8 +22,10 @@ def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
     return cache[path]
 
 
-def render(diagnostics: list[Diagnostic], console: Console) -> None:
-    """Print each diagnostic with a code frame of its primary span."""
+def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, str] | None = None) -> None:
+    """Print each diagnostic with a code frame of its primary span.
+
+    `sources` maps reported paths to the text checked when it is not the file on disk (stdin)."""
     cache: dict[str, list[str]] = {}
     for d in diagnostics:
         header = Text()
@@ -29,7 +34,7 @@ def render(diagnostics: list[Diagnostic], console: Console) -> None:
         header.append(f"[{d.name}] ", style="dim")
         header.append(d.message)
         console.print(header)
-        lines = _source_lines(d.path, cache)
+        lines = _source_lines(d.path, cache, sources)
         if 0 < d.span.line <= len(lines):
             gutter = len(str(d.span.end_line)) + 1
             for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
