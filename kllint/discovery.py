@@ -18,7 +18,7 @@ import pathspec
 
 from kllint.config import Settings
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks: kllint.notebook
 
 
 class MissingPathError(Exception):
