@@ -204,6 +204,9 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
 
     Items held in memory (stdin) are not written: their fixed text goes to `buffers`."""
     from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
+    from kllint.notebook import NotebookError, is_notebook
+    from kllint.notebook.fix import fix_notebook, notebook_diff
+    from kllint.report.locations import location
     from kllint.stdin import source_text
 
     by_display = {item.display: item for item in files}
@@ -220,15 +223,18 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
             text = read_source(item.path) if item.content is None else source_text(item)
             if text is None:
                 raise FixError(f"{display}: not valid UTF-8")
-            outcome = fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current)
-        except FixError as exc:
+            notebook = is_notebook(item.path)
+            outcome = (fix_notebook(text, item, settings, unsafe=options.unsafe_fixes) if notebook
+                       else fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current))
+        except (FixError, NotebookError) as exc:
             result.internal_errors.append(str(exc))
             continue
         except Exception as exc:  # noqa: BLE001 - one file must never stop the run
             result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
             continue
         for rejected in outcome.rejected:
-            err.print(f"kllint: {display}:{rejected.span.line}:{rejected.span.column}: fix for "
+            where = location(display, rejected.span.line, rejected.span.column, rejected.cell)
+            err.print(f"kllint: {where}: fix for "
                       f"{rejected.code} not applied (the result did not parse or still had the finding)",
                       markup=False, highlight=False)
         if not outcome.changed:
@@ -236,7 +242,7 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
         changed = True
         fixed += len(outcome.fixed)
         if options.diff:
-            stdout.write(unified_diff(display, outcome.original, outcome.text))
+            stdout.write((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text))
             continue
         try:
             if item.content is not None and buffers is not None:
@@ -252,6 +258,8 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
 
 def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Console) -> int:
     from kllint.fix import FixError, read_source, write_atomic
+    from kllint.notebook import NotebookError, is_notebook
+    from kllint.notebook.fix import add_noqa_notebook
     from kllint.suppression import add_noqa
 
     by_display = {item.display: item for item in files}
@@ -263,10 +271,10 @@ def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Conso
         mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
         try:
             text = read_source(item.path)
-            new_text, count = add_noqa(text, mine)
+            new_text, count = (add_noqa_notebook if is_notebook(item.path) else add_noqa)(text, mine)
             if count:
                 write_atomic(item.path, new_text)
-        except FixError as exc:
+        except (FixError, NotebookError) as exc:
             raise UsageError(str(exc)) from None
         added += count
     return added
