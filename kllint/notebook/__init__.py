@@ -57,9 +57,12 @@ def mask_magics(lines: list[str]) -> tuple[list[str], dict[int, str]]:
         for i in range(first, len(lines) if whole else first + 1):
             masked[i] = lines[i]
             out[i] = "pass\n"
-        return out, masked
+        if whole:
+            return out, masked
     continued = False
     for i, line in enumerate(lines):
+        if i in masked:
+            continue
         match = _LINE_MAGIC.match(line) or _HELP.match(line)
         if continued or (match and not line.lstrip().startswith(("%=", "!="))):
             indent = match.group("indent") if match else re.match(r"[ \t]*", line).group(0)  # type: ignore[union-attr]
