@@ -243,3 +243,18 @@ def test_positions_round_trip_between_cells_and_the_virtual_source():
     virtual = notebook.to_virtual(5, span)
     assert notebook.to_cell(virtual) == (5, span)
     assert notebook.text.splitlines()[virtual.line - 1].strip().startswith("return torch.exp(log_ratio)")
+
+
+def test_baseline_fingerprints_cells_by_their_text(tmp_path):
+    path = _copy(tmp_path, "grpo_k3_across_cells.ipynb")
+    assert kllint([path.name, "--write-baseline", "baseline.json"], tmp_path).returncode == 0
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["cells"].insert(1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                             "source": ["# a new first cell\n", "import math\n", "\n"]})
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    hidden = kllint([path.name, "--baseline", "baseline.json", "--output-format", "concise"], tmp_path)
+    assert hidden.returncode == 0 and "2 findings hidden by the baseline" in hidden.stderr
+    data["cells"][5]["source"][6] = "    return torch.exp(log_ratio) - log_ratio - 1.0\n"  # the flagged line edited
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    shown = kllint([path.name, "--baseline", "baseline.json", "--output-format", "concise"], tmp_path)
+    assert shown.returncode == 1 and "cell 6:7:12: KL102" in shown.stdout
