@@ -123,6 +123,18 @@ def rule(code: str) -> None:
         _fail(f"the page of {info.code} is missing from this installation")
 
 
+@cli.command()
+def server() -> None:
+    """Run the language server over stdio, for editors (needs `pip install 'kllint[server]'`)."""
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        _fail("the language server needs pygls: pip install 'kllint[server]'")
+    from kllint.server import serve
+
+    serve()
+
+
 @cli.command(name="rules")
 def list_rules() -> None:
     """List every rule: code, name and one-line summary."""
