@@ -21,8 +21,6 @@ K3_EXPR = "torch.exp(ref_logp - logp) - (ref_logp - logp) - 1"
 K3_LINE = next(i for i, line in enumerate(K3_LOSS.splitlines()) if K3_EXPR in line)
 CLEAN = "import torch\n\n\ndef f(x):\n    return x + 1\n"
 
-pytestmark = pytest.mark.asyncio(loop_scope="function")
-
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "kllint", "server"]))
 async def client(lsp_client: LanguageClient, tmp_path: Path):
@@ -65,6 +63,7 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_open_publishes_kl102_at_its_range_with_trace_and_hover(client: LanguageClient, tmp_path: Path):
     uri = _open(client, tmp_path / "train.py", K3_LOSS)
     found = await _published(client, uri)
@@ -86,6 +85,7 @@ async def test_open_publishes_kl102_at_its_range_with_trace_and_hover(client: La
     assert nothing is None
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_code_action_fixes_kl102_and_the_change_clears_it(client: LanguageClient, tmp_path: Path):
     uri = _open(client, tmp_path / "train.py", K3_LOSS)
     found = await _published(client, uri)
@@ -104,6 +104,7 @@ async def test_code_action_fixes_kl102_and_the_change_clears_it(client: Language
     assert [d.code for d in after] == ["KL201"]  # KL102 cleared; the per-token credit stays
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_unsafe_fixes_are_offered_only_on_request_and_fix_all(client: LanguageClient, tmp_path: Path):
     uri = _open(client, tmp_path / "train.py", K3_LOSS)
     kl102 = next(d for d in await _published(client, uri) if d.code == "KL102")
@@ -126,6 +127,7 @@ async def test_unsafe_fixes_are_offered_only_on_request_and_fix_all(client: Lang
     assert [d.code for d in await _published(client, uri)] == ["KL201"]
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_changes_are_debounced_and_save_and_close_publish(client: LanguageClient, tmp_path: Path):
     path = tmp_path / "train.py"
     uri = _open(client, path, CLEAN)
@@ -143,6 +145,7 @@ async def test_changes_are_debounced_and_save_and_close_publish(client: Language
     assert await _published(client, uri) == []
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_helpers_of_the_project_are_resolved_from_disk(client: LanguageClient, tmp_path: Path):
     (tmp_path / "helpers.py").write_text(
         "def kl_penalty(logprob, ref_logprob):\n    log_r = ref_logprob - logprob\n"
@@ -152,3 +155,18 @@ async def test_helpers_of_the_project_are_resolved_from_disk(client: LanguageCli
     found = await _published(client, uri)
     kl102 = next(d for d in found if d.code == "KL102")
     assert any(info.location.uri == (tmp_path / "helpers.py").as_uri() for info in kl102.related_information)
+
+
+def test_ranges_are_in_the_clients_utf16_units():
+    from pygls.workspace.position_codec import PositionCodec
+
+    from kllint.diagnostics import Span
+    from kllint.server.convert import to_range, to_span
+
+    lines = ['s = "😋"; kl = logp - ref\n']
+    span = Span(1, 10, 1, 25)  # `kl = logp - ref` in code points
+    rng = to_range(span, lines, PositionCodec(types.PositionEncodingKind.Utf16))
+    assert (rng.start.character, rng.end.character) == (10, 25)  # the emoji is two UTF-16 units
+    assert to_span(rng, lines, PositionCodec(types.PositionEncodingKind.Utf16)) == span
+    utf32 = to_range(span, lines, PositionCodec(types.PositionEncodingKind.Utf32))
+    assert (utf32.start.character, utf32.end.character) == (9, 24)
