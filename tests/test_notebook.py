@@ -258,3 +258,12 @@ def test_baseline_fingerprints_cells_by_their_text(tmp_path):
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     shown = kllint([path.name, "--baseline", "baseline.json", "--output-format", "concise"], tmp_path)
     assert shown.returncode == 1 and "cell 6:7:12: KL102" in shown.stdout
+
+
+def test_check_source_of_a_notebook_text():
+    from kllint.api import check_source
+
+    text = (NOTEBOOKS / "grpo_k3_across_cells.ipynb").read_text(encoding="utf-8")
+    found = check_source(text, "tutorial.ipynb")
+    assert [(d.path, d.cell, d.span.line, d.code) for d in found] == [
+        ("tutorial.ipynb", 5, 7, "KL102"), ("tutorial.ipynb", 5, 7, "KL201")]
