@@ -141,26 +141,23 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--no-cache and --cache-dir cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
-    from kllint.stdin import StdinUsageError, reads_stdin
+    from kllint.stdin import StdinUsageError, check_usage
 
     try:
-        stdin = reads_stdin(options.paths)
+        check_usage(options.paths, options.stdin_filename, options.add_noqa)
     except StdinUsageError as exc:
         raise UsageError(str(exc)) from None
-    if stdin and options.add_noqa:
-        raise UsageError("--add-noqa cannot be used with standard input (`-`)")
-    if options.stdin_filename and not stdin:
-        raise UsageError("--stdin-filename needs `-` (standard input) as the path")
     return [parse_report(value) for value in options.reports]
 
 
-def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discovered]:
-    from kllint.stdin import STDIN, stdin_item
+def _discover(options: CheckOptions, resolver: SettingsResolver) -> tuple[list[Discovered], dict[str, str]]:
+    """The files to check, and {display: text} of those read from stdin (kllint.stdin)."""
+    from kllint.stdin import STDIN, stdin_files
 
     try:
         if options.paths == (STDIN,):
-            return [stdin_item(options.stdin_filename)]
-        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude))
+            return stdin_files(options.stdin_filename, resolver, options.force_exclude)
+        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude)), {}
     except (MissingPathError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -203,11 +200,11 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
     """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed).
 
     Items held in memory (stdin) are not written: their fixed text goes to `buffers`."""
-    from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
+    from kllint.fix import FixError, fix_text, is_applicable, unified_diff, write_atomic
     from kllint.notebook import NotebookError, is_notebook
     from kllint.notebook.fix import fix_notebook, notebook_diff
     from kllint.report.locations import location
-    from kllint.stdin import source_text
+    from kllint.stdin import read_text
 
     by_display = {item.display: item for item in files}
     fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
@@ -220,9 +217,7 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
         settings = resolver.for_path(item.path)
         current = [d for d in result.diagnostics if d.path == display]
         try:
-            text = read_source(item.path) if item.content is None else source_text(item)
-            if text is None:
-                raise FixError(f"{display}: not valid UTF-8")
+            text = read_text(item)
             notebook = is_notebook(item.path)
             outcome = (fix_notebook(text, item, settings, unsafe=options.unsafe_fixes) if notebook
                        else fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current))
@@ -318,17 +313,7 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
 
-    files = _discover(options, resolver)
-    # stdin: display -> the buffer's text (fixed in place by --fix, printed on stdout)
-    buffers = {item.display: item.content.decode("utf-8", "replace") for item in files if item.content is not None}
-    if buffers:
-        from kllint.stdin import excluded
-
-        try:
-            if options.force_exclude and excluded(files[0], resolver.for_path(files[0].path)):
-                files = []
-        except ConfigError as exc:
-            raise UsageError(str(exc)) from None
+    files, buffers = _discover(options, resolver)  # buffers: stdin's text, fixed in place by --fix
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)

@@ -34,6 +34,34 @@ def reads_stdin(paths: tuple[str, ...]) -> bool:
     return True
 
 
+def check_usage(paths: tuple[str, ...], stdin_filename: str | None, add_noqa: bool) -> None:
+    """Reject the option combinations that make no sense with stdin.
+
+    Raises:
+        StdinUsageError: `-` with other paths or with `--add-noqa`; `--stdin-filename` without `-`.
+    """
+    stdin = reads_stdin(paths)
+    if stdin and add_noqa:
+        raise StdinUsageError("--add-noqa cannot be used with standard input (`-`)")
+    if stdin_filename and not stdin:
+        raise StdinUsageError("--stdin-filename needs `-` (standard input) as the path")
+
+
+def stdin_files(filename: str | None, settings: object, force_exclude: bool = False,
+                stream: BinaryIO | None = None) -> tuple[list[Discovered], dict[str, str]]:
+    """The buffer on stdin as the files of a run (none when `--force-exclude` drops it), and
+    {display: its text}: what `--fix` prints back, and what the full output frames.
+
+    Raises:
+        kllint.config.ConfigError: the configuration of `filename` is invalid.
+    """
+    item = stdin_item(filename, stream)
+    buffers = {item.display: item.content.decode("utf-8", "replace") if item.content is not None else ""}
+    if force_exclude and excluded(item, settings.for_path(item.path)):  # type: ignore[attr-defined]
+        return [], buffers
+    return [item], buffers
+
+
 def stdin_item(filename: str | None, stream: BinaryIO | None = None) -> Discovered:
     """The buffer read from `stream` (default: the process's stdin) as a file to check, named
     `filename` (default `-`)."""
@@ -55,11 +83,17 @@ def excluded(item: Discovered, settings: object) -> bool:
     return is_excluded(item.path, settings, root or Path.cwd(), is_dir=False)  # type: ignore[arg-type]
 
 
-def source_text(item: Discovered) -> str | None:
-    """The text of an in-memory item (None for a file on disk, or bytes that are not UTF-8)."""
+def read_text(item: Discovered) -> str:
+    """The text to fix: the buffer of an in-memory item, else the file (`kllint.fix.read_source`).
+
+    Raises:
+        kllint.fix.FixError: the file cannot be read, or the text is not UTF-8.
+    """
+    from kllint.fix import FixError, read_source
+
     if item.content is None:
-        return None
+        return read_source(item.path)
     try:
         return item.content.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    except UnicodeDecodeError as exc:
+        raise FixError(f"{item.display}: not valid UTF-8 (byte {exc.start})") from None
