@@ -267,3 +267,14 @@ def test_check_source_of_a_notebook_text():
     found = check_source(text, "tutorial.ipynb")
     assert [(d.path, d.cell, d.span.line, d.code) for d in found] == [
         ("tutorial.ipynb", 5, 7, "KL102"), ("tutorial.ipynb", 5, 7, "KL201")]
+
+
+def test_masked_lines_come_back_when_a_fix_changes_the_line_count():
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": ["%%time\n", "x = f(a,\n", "      b)\n", "!echo done\n", "y = 2"]}]
+    raw = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    notebook = Notebook.parse(raw)
+    rewritten = notebook.text.replace("x = f(a,\n      b)\n", "x = f(a, b)\n")  # two lines become one
+    source = json.loads(notebook.with_text(rewritten))["cells"][0]["source"]
+    assert source == ["%%time\n", "x = f(a, b)\n", "!echo done\n", "y = 2"]
+    assert json.loads(notebook.with_text(notebook.text)) == json.loads(raw)  # unchanged text: unchanged file

@@ -83,6 +83,7 @@ class CodeCell:
     masked: tuple[tuple[int, str], ...]
     first_line: int
     as_list: bool
+    virtual: tuple[str, ...] = ()  # the lines as in the virtual source (masked, each with a break)
 
     @property
     def number(self) -> int:
@@ -137,7 +138,7 @@ class Notebook:
             pieces.append(f"{marker} {index + 1}\n")
             line += 1
             cells.append(CodeCell(index, tuple(lines), tuple(sorted(masked.items())), line,
-                                  not isinstance(source, str)))
+                                  not isinstance(source, str), tuple(masked_lines)))
             pieces.extend(masked_lines)
             line += len(lines)
         return cls(raw, data, cells, "".join(pieces), marker)
@@ -206,9 +207,7 @@ class Notebook:
             cell = self._by_number.get(number)
             if cell is None:
                 continue
-            originals = dict(cell.masked)
-            if len(lines) == len(cell.lines):
-                lines[:] = [originals[i] if i in originals else line for i, line in enumerate(lines)]
+            _restore_masked(cell, lines)
             if cell.lines and not cell.lines[-1].endswith(("\n", "\r")) and lines:
                 lines[-1] = lines[-1].rstrip("\r\n")
             if not cell.lines:
@@ -253,6 +252,23 @@ class Notebook:
                 return offset_position(self.raw, raw_offset(self.raw, string, target - seen))
             seen += length
         return None
+
+
+def _restore_masked(cell: CodeCell, lines: list[str]) -> None:
+    """Put the masked IPython lines of `cell` back into its rewritten virtual `lines`: a line
+    before the rewritten region keeps its index, a line after it keeps its distance to the end."""
+    old = cell.virtual
+    prefix = 0
+    while prefix < min(len(old), len(lines)) and old[prefix] == lines[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(old), len(lines)) - prefix and old[-1 - suffix] == lines[-1 - suffix]:
+        suffix += 1
+    for index, original in cell.masked:
+        if index < prefix:
+            lines[index] = original
+        elif index >= len(old) - suffix:
+            lines[index - len(old) + len(lines)] = original
 
 
 def read_notebook(path: Path) -> Notebook | None:
