@@ -134,11 +134,13 @@ def _schedule(ls: KllintServer, uri: str, delay: float) -> None:
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: KllintServer, params: types.InitializeParams) -> None:
+    """Read the settings from `initializationOptions`."""
     ls.configure(params.initialization_options)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: KllintServer, params: types.DidChangeConfigurationParams) -> None:
+    """New settings: check the open documents again."""
     ls.configure(params.settings)
     for uri in list(ls.results):
         _schedule(ls, uri, 0)
@@ -146,21 +148,25 @@ def did_change_configuration(ls: KllintServer, params: types.DidChangeConfigurat
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: KllintServer, params: types.DidOpenTextDocumentParams) -> None:
+    """Check a document as soon as it is opened."""
     _schedule(ls, params.text_document.uri, 0)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: KllintServer, params: types.DidChangeTextDocumentParams) -> None:
+    """Check a changed document once it has been still for the debounce delay."""
     _schedule(ls, params.text_document.uri, ls.debounce)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: KllintServer, params: types.DidSaveTextDocumentParams) -> None:
+    """Check a saved document now (its configuration or helpers may have changed too)."""
     _schedule(ls, params.text_document.uri, 0)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: KllintServer, params: types.DidCloseTextDocumentParams) -> None:
+    """Forget a closed document and clear its diagnostics."""
     uri = params.text_document.uri
     pending = ls.pending.pop(uri, None)
     if pending is not None:
