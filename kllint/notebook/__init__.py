@@ -105,6 +105,15 @@ class Notebook:
             for offset in range(len(cell.lines)):
                 self._cell_of_line[cell.first_line + offset] = cell
         self._by_number = {cell.number: cell for cell in cells}
+        self._sources: list | None = None
+
+    def source_nodes(self) -> list:
+        """The positions of each cell's `source` value in the JSON text (read once, on demand)."""
+        if self._sources is None:
+            from kllint.notebook.layout import cell_sources
+
+            self._sources = cell_sources(self.raw)
+        return self._sources
 
     @classmethod
     def parse(cls, raw: str) -> "Notebook | None":
@@ -217,9 +226,9 @@ class Notebook:
     def with_text(self, text: str) -> str:
         """The notebook's JSON text with the code cells of the rewritten virtual source `text`;
         cells whose source did not change, outputs, metadata and layout are kept byte for byte."""
-        from kllint.notebook.layout import cell_sources, format_source
+        from kllint.notebook.layout import format_source
 
-        nodes = cell_sources(self.raw)
+        nodes = self.source_nodes()
         edits = []
         for number, lines in self.cell_sources(text).items():
             cell = self._by_number.get(number)
@@ -235,12 +244,12 @@ class Notebook:
     def file_position(self, number: int, line: int, column: int) -> tuple[int, int] | None:
         """1-based line and column in the notebook's JSON text of (`line`, `column`) of cell
         `number`, or None when it cannot be placed."""
-        from kllint.notebook.layout import cell_sources, offset_position, raw_offset
+        from kllint.notebook.layout import offset_position, raw_offset
 
         cell = self._by_number.get(number)
         if cell is None or not (1 <= line <= max(len(cell.lines), 1)):
             return None
-        node = cell_sources(self.raw)[cell.index]
+        node = self.source_nodes()[cell.index]
         if node is None:
             return None
         strings = node.items if cell.as_list else [node]
