@@ -62,20 +62,24 @@ def cli() -> None:
 @click.option("--confirm", is_flag=True,
               help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
                    "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
+@click.option("--stdin-filename", default=None, metavar="PATH",
+              help="With `-` (read the source from stdin): the file's path, for configuration, module "
+                   "resolution and the reported path.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
           baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
-          jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool) -> None:
+          jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool,
+          stdin_filename: str | None) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
-    internal error.
+    internal error. `-` reads the source from stdin (see --stdin-filename).
     """
     from kllint.session import CheckOptions, UsageError, run_check
 
     options = CheckOptions(
-        paths=paths or (".",), output_format=output_format, reports=reports,
+        paths=paths or (("-",) if stdin_filename else (".",)), stdin_filename=stdin_filename, output_format=output_format, reports=reports,
         select=select or None, extend_select=extend_select, ignore=ignore, config=config,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
@@ -117,6 +121,18 @@ def rule(code: str) -> None:
         click.echo(rule_page(info.code), nl=False)
     except KeyError:
         _fail(f"the page of {info.code} is missing from this installation")
+
+
+@cli.command()
+def server() -> None:
+    """Run the language server over stdio, for editors (needs `pip install 'kllint[server]'`)."""
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        _fail("the language server needs pygls: pip install 'kllint[server]'")
+    from kllint.server import serve
+
+    serve()
 
 
 @cli.command(name="rules")

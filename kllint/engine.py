@@ -94,14 +94,49 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
                  track: bool = False, prefilter: bool = True) -> Outcome:
-    """Read, analyse and filter one file; never raises for bad input. With `prefilter` off,
-    the analysis runs even on files that name no KL or reference (their findings must be none:
-    tests/test_prefilter.py)."""
+    """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
+    never raises for bad input. With `prefilter` off, the analysis runs even on files that name
+    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    from kllint.notebook import is_notebook
+
+    if is_notebook(item.path):
+        return analyse_notebook(item, settings, index, prefilter)
+    return _analyse_python(item, settings, index, track, prefilter)
+
+
+def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
+                     prefilter: bool = True) -> Outcome:
+    """A notebook's code cells checked as one module, findings reported per cell. A file that
+    is not a notebook kllint can read is KL900; a notebook in another language has no findings."""
+    from kllint.notebook import Notebook, NotebookError
+
+    display = item.display
+    try:
+        raw = item.content if item.content is not None else item.path.read_bytes()
+        notebook = Notebook.parse(raw.decode("utf-8"))
+    except OSError as exc:
+        return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
+    except UnicodeDecodeError as exc:
+        return _final([syntax_diagnostic(display, f"cannot decode the notebook (byte {exc.start} is not valid "
+                                                  "UTF-8); not checked")])
+    except NotebookError as exc:
+        return _final([syntax_diagnostic(display, f"cannot read the notebook: {exc}; not checked")])
+    if notebook is None:
+        return _final([])
+    virtual = Discovered(item.path, display, content=notebook.text.encode("utf-8"))
+    outcome = _analyse_python(virtual, settings, index, False, prefilter)
+    return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
+                   [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
+                   outcome.errors, outcome.filtered)
+
+
+def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
+                    track: bool, prefilter: bool) -> Outcome:
     from kllint.prefilter import might_matter, parse_or_error
 
     display = item.display
     try:
-        raw = item.path.read_bytes()
+        raw = item.content if item.content is not None else item.path.read_bytes()
     except OSError as exc:
         return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
     digest = hashlib.sha256(raw).hexdigest() if track else None
@@ -157,6 +192,14 @@ def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None
     return outcome.diagnostics, outcome.errors
 
 
+def cacheable(item: Discovered) -> bool:
+    """Whether the result cache may keep `item`'s result: not for text given in memory (stdin,
+    an editor's buffer), nor for notebooks (their findings are per cell)."""
+    from kllint.notebook import is_notebook
+
+    return item.content is None and not is_notebook(item.path)
+
+
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
         cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
@@ -180,14 +223,14 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     def done(position: int, outcome: Outcome) -> None:
         outcomes[position] = outcome
-        if cache is not None and not outcome.errors:
+        if cache is not None and not outcome.errors and cacheable(files[position]):
             cache.store(files[position], per_file[position], outcome)
         if progress is not None:
             progress(files[position])
 
     pending: list[int] = []
     for position, item in enumerate(files):
-        hit = cache.lookup(item, per_file[position]) if cache is not None else None
+        hit = cache.lookup(item, per_file[position]) if cache is not None and cacheable(item) else None
         if hit is None:
             pending.append(position)
         else:
@@ -217,7 +260,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         result.internal_errors.extend(outcome.errors)
         result.abandoned.extend(outcome.notes)
         for diagnostic in outcome.diagnostics:
-            key = (diagnostic.path, diagnostic.span, diagnostic.code)
+            key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)
             if key not in seen:
                 seen.add(key)
                 result.diagnostics.append(diagnostic)

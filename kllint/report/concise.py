@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from kllint.diagnostics import Diagnostic
+from kllint.report.locations import location
 
 
 def render(diagnostics: list[Diagnostic]) -> str:
+    """One line per finding (`path:cell N:line:col:` in a notebook)."""
     return "".join(
-        f"{d.path}:{d.span.line}:{d.span.column}: {d.code} {d.message}\n" for d in diagnostics
+        f"{location(d.path, d.span.line, d.span.column, d.cell)}: {d.code} {d.message}\n" for d in diagnostics
     )
