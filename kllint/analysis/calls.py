@@ -11,6 +11,7 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
+from kllint.analysis.autograd import frozen_networks, records_gradients
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
@@ -117,8 +118,9 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     """A network's forward pass: logits of the model's role; reference forwards with gradient
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
-    if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
-            and node.args and it.depth_matters(frame) <= 1):  # a forward takes inputs
+    if (model.role == "reference" and not frame.no_grad and node.args  # a forward takes inputs
+            and records_gradients(frame.module, frame.root) and not frozen(it, model, frame)
+            and it.depth_matters(frame) <= 1):
         it.emit(frame, CallFact(
             "KL503", it.anchor(node, frame),
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
@@ -129,6 +131,13 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
         ))
     value = Tensor(symbol, space="logits")
     return it.algebra.detach(value) if frame.no_grad else value
+
+
+def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
+    """Whether the network was frozen (`requires_grad_(False)` on it) in the checked module or in
+    the module running the forward."""
+    return model.frozen or any(model.name and model.name.rsplit(".", 1)[-1] in frozen_networks(module)
+                               for module in (it.entry, frame.module))
 
 
 def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,

@@ -1,0 +1,146 @@
+"""Where a forward pass is recorded by autograd: the framework a function computes with, and the
+networks frozen by `requires_grad_(False)`.
+
+KL503 (a reference forward with gradient tracking) is a PyTorch notion: JAX, Flax and MLX have
+no tape — gradients come from `grad`-like transforms of the trained function, so a reference
+forward outside them records nothing. The framework is decided from what the code imports and
+uses, never from words in the file (a docstring or a comment mentioning `torch` says nothing).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import libcst as cst
+
+from kllint.analysis.module import ModuleInfo
+
+# Top-level packages of array libraries without an autograd tape.
+TAPELESS_PACKAGES = frozenset({"jax", "flax", "mlx", "mlx_lm", "equinox", "haiku", "optax", "chex", "tunix"})
+TAPE_PACKAGES = frozenset({"torch"})
+
+_functions: dict[int, tuple[Any, frozenset[str], frozenset[str]]] = {}  # id of a parsed definition -> (it, its names)
+_MAX_FUNCTIONS = 4096
+
+
+def _package(qualname: str) -> str:
+    return qualname.split(".", 1)[0]
+
+
+def module_framework(module: ModuleInfo) -> str | None:
+    """`torch` when the module imports PyTorch and no tape-less array library, `tapeless` for the
+    converse, `mixed` when it imports both, None when it imports neither (its own imports at
+    top level, including guarded ones)."""
+    cached = module.__dict__.get("_autograd_framework", False)
+    if cached is not False:
+        return cached
+    packages = {_package(qualname) for qualname in module.imports.values()}
+    torch, tapeless = bool(packages & TAPE_PACKAGES), bool(packages & TAPELESS_PACKAGES)
+    kind = "mixed" if torch and tapeless else "torch" if torch else "tapeless" if tapeless else None
+    module.__dict__["_autograd_framework"] = kind
+    return kind
+
+
+def _uses(root: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
+    """The plain names a definition's code uses and the top-level packages it imports in its own
+    body (`import mlx.core as mx` inside a function); cached per parsed definition."""
+    cached = _functions.get(id(root))
+    if cached is not None and cached[0] is root:
+        return cached[1], cached[2]
+    names: set[str] = set()
+    packages: set[str] = set()
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, cst.Import):
+            packages.update(_EMPTY.code_for_node(alias.name).split(".", 1)[0] for alias in node.names)
+            continue
+        elif isinstance(node, cst.ImportFrom):
+            if node.module is not None and not node.relative:
+                packages.add(_EMPTY.code_for_node(node.module).split(".", 1)[0])
+            continue
+        stack.extend(node.children)
+    if len(_functions) >= _MAX_FUNCTIONS:
+        _functions.clear()
+    _functions[id(root)] = (root, frozenset(names), frozenset(packages))
+    return frozenset(names), frozenset(packages)
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def records_gradients(module: ModuleInfo, root: cst.CSTNode | None) -> bool:
+    """Whether code of `module` running in the definition `root` computes with PyTorch (whose
+    autograd records forwards): decided by the module's imports and, when it imports both
+    PyTorch and a tape-less library (or neither), by the imported names the definition uses and
+    the packages it imports itself. Code that names no framework at all is taken to be PyTorch."""
+    kind = module_framework(module)
+    if kind in ("torch", "tapeless") or root is None:
+        return kind != "tapeless"
+    used, imported = _uses(root)
+    packages = {_package(qualname) for name, qualname in module.imports.items() if name in used} | imported
+    if packages & TAPE_PACKAGES:
+        return True
+    return not packages & TAPELESS_PACKAGES
+
+
+def _false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _freezes(call: ast.Call) -> ast.expr | None:
+    """The expression `call` freezes: `X` of `X.requires_grad_(False)`."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "requires_grad_"):
+        return None
+    flag = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "requires_grad"), None)
+    return func.value if flag is not None and _false(flag) else None
+
+
+def _last_name(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def frozen_networks(module: ModuleInfo) -> frozenset[str]:
+    """The last names of the networks a module freezes, from its code: `ref_model` of
+    `self.ref_model.requires_grad_(False)` and `reference` of `for p in reference.parameters():
+    p.requires_grad = False` (or `p.requires_grad_(False)`)."""
+    cached = module.__dict__.get("_autograd_frozen")
+    if cached is not None:
+        return cached
+    names: set[str] = set()
+    for node in ast.walk(module.outline):
+        if isinstance(node, ast.Call):
+            target = _freezes(node)
+            if target is not None:
+                names.add(_last_name(target) or "")
+        elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
+                and node.iter.func.attr in ("parameters", "named_parameters"):
+            loop = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
+            if isinstance(loop, ast.Name) and _loop_freezes(node.body, loop.id):
+                names.add(_last_name(node.iter.func.value) or "")
+    names.discard("")
+    result = frozenset(names)
+    module.__dict__["_autograd_frozen"] = result
+    return result
+
+
+def _loop_freezes(body: list[ast.stmt], var: str) -> bool:
+    """Whether a loop body sets `var.requires_grad = False` or calls `var.requires_grad_(False)`."""
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign) and _false(node.value) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Name)
+                    and t.value.id == var for t in node.targets):
+                return True
+            if isinstance(node, ast.Call) and _freezes(node) is not None and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id == var:
+                return True
+    return False
+
