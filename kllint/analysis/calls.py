@@ -134,10 +134,16 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
 
 
 def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
-    """Whether the network was frozen (`requires_grad_(False)` on it) in the checked module or in
-    the module running the forward."""
-    return model.frozen or any(model.name and model.name.rsplit(".", 1)[-1] in frozen_networks(module)
-                               for module in (it.entry, frame.module))
+    """Whether the network was frozen by `requires_grad_(False)` (on it, or on its parameters) in
+    the checked module or in the module running the forward: the frozen network is this one by
+    name or, when the value lost its name, by being a reference network."""
+    name = model.name.rsplit(".", 1)[-1]
+    for module in {id(it.entry): it.entry, id(frame.module): frame.module}.values():
+        names = frozen_networks(module)
+        if name in names or any(roles.model_role(n) == "reference" or roles.logprob_role(n) == "reference"
+                                for n in names):
+            return True
+    return model.frozen
 
 
 def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
