@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from kllint.analysis.interpreter import Frame, Interpreter
 
 ROLE_SYMBOL = {"policy": LP, "reference": REF}
+# Methods returning a part of the same network (HF, PEFT): its role is the network's.
+SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "get_model", "get_submodule",
+                               "get_input_embeddings", "get_output_embeddings"})
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -44,7 +47,7 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         if isinstance(func.obj, Model):
             if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
                 return forward(it, func.obj, node, frame)
-            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
+            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
             return Unknown(func.name)
     if isinstance(func, Model):
@@ -478,6 +481,10 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
     if lowered == "enumerate" and args:
         return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
+    if lowered == "getattr" and len(args) >= 2 and not isinstance(args[1], Literal):
+        networks = [option for option in alternatives(args[0]) if isinstance(option, Model)]
+        if networks:
+            return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]

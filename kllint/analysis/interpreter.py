@@ -802,6 +802,8 @@ class Interpreter:
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
+            if roles.is_backbone_attribute(attr):
+                return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
@@ -819,7 +821,7 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = self.role_from_name(attr, detached_source=True)
+            named = self.role_from_name(attr, detached_source=True) if not roles.is_backbone_attribute(attr) else None
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
