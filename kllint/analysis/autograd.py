@@ -144,3 +144,148 @@ def _loop_freezes(body: list[ast.stmt], var: str) -> bool:
                 return True
     return False
 
+
+
+# -- contexts that turn gradient tracking off, read from the code around a call ----------------
+_SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+_CALLER_DEPTH = 3
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _qualified(node: ast.expr, module: ModuleInfo) -> str:
+    dotted = _dotted(node) or ""
+    head, _, rest = dotted.partition(".")
+    base = module.imports.get(head)
+    return dotted if base is None else (f"{base}.{rest}" if rest else base)
+
+
+def _functions_of(module: ModuleInfo) -> list[ast.AST]:
+    """Every function definition of the module (nested ones too), cached on the module."""
+    cached = module.__dict__.get("_autograd_functions")
+    if cached is None:
+        cached = [n for n in ast.walk(module.outline) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        module.__dict__["_autograd_functions"] = cached
+    return cached
+
+
+def _innermost_function(module: ModuleInfo, line: int) -> ast.AST | None:
+    best = None
+    for function in _functions_of(module):
+        if function.lineno <= line <= (function.end_lineno or function.lineno):
+            if best is None or function.lineno >= best.lineno:
+                best = function
+    return best
+
+
+def _may_disable(expr: ast.expr | None, module: ModuleInfo, bindings: dict[str, list[ast.expr]], depth: int = 0) -> bool:
+    """Whether a context-manager expression may turn gradient tracking off: `torch.no_grad()`,
+    `torch.inference_mode()`, `torch.set_grad_enabled(<not True>)`, either branch of a
+    conditional (`torch.no_grad() if frozen else nullcontext()`), or a local name bound to one."""
+    from kllint.analysis.frameworks import NO_GRAD_CONTEXTS
+
+    if expr is None or depth > 4:
+        return False
+    if isinstance(expr, ast.IfExp):
+        return any(_may_disable(branch, module, bindings, depth + 1) for branch in (expr.body, expr.orelse))
+    if isinstance(expr, ast.Name) and expr.id in bindings:
+        return any(_may_disable(value, module, bindings, depth + 1) for value in bindings[expr.id])
+    if isinstance(expr, ast.Call):
+        qualified = _qualified(expr.func, module)
+        if qualified in NO_GRAD_CONTEXTS:
+            return True
+        if qualified in _SET_GRAD:
+            flag = expr.args[0] if expr.args else next((k.value for k in expr.keywords if k.arg == "mode"), None)
+            return not (isinstance(flag, ast.Constant) and flag.value is True)
+    return qualified_no_grad(expr, module)
+
+
+def qualified_no_grad(expr: ast.expr, module: ModuleInfo) -> bool:
+    """`torch.no_grad` / `torch.inference_mode` named without a call (a decorator)."""
+    from kllint.analysis.frameworks import NO_GRAD_CONTEXTS
+
+    return isinstance(expr, (ast.Name, ast.Attribute)) and _qualified(expr, module) in NO_GRAD_CONTEXTS
+
+
+def _bindings(function: ast.AST) -> dict[str, list[ast.expr]]:
+    found: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(node.value)
+    return found
+
+
+def without_grad_at(module: ModuleInfo, line: int) -> bool:
+    """Whether the code at `line` may run with gradient tracking off by the code around it in its
+    function: an enclosing `with` whose context may disable it (conditional and name-bound
+    contexts included), or a preceding `torch.set_grad_enabled(False)` statement not undone
+    before the line, or a `no_grad`-like decorator of the function."""
+    function = _innermost_function(module, line)
+    if function is None:
+        return False
+    if any(_may_disable(d, module, {}) for d in function.decorator_list):
+        return True
+    bindings = _bindings(function)
+    last_switch: tuple[int, bool] | None = None
+    for node in ast.walk(function):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            body_start = node.body[0].lineno if node.body else node.lineno
+            if line >= body_start and any(_may_disable(item.context_expr, module, bindings) for item in node.items):
+                return True
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node.lineno < line \
+                and _qualified(node.value.func, module) in _SET_GRAD:
+            if last_switch is None or node.lineno > last_switch[0]:
+                last_switch = (node.lineno, _may_disable(node.value, module, bindings))
+    return bool(last_switch and last_switch[1])
+
+
+def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
+    """Every use of a name in the module (a plain name or an attribute's last name): its line and
+    whether it is the function of a call; cached on the module."""
+    cached = module.__dict__.get("_autograd_uses")
+    if cached is None:
+        cached = {}
+        calls = {id(n.func) for n in ast.walk(module.outline) if isinstance(n, ast.Call)}
+        for node in ast.walk(module.outline):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name is not None:
+                cached.setdefault(name, []).append((node.lineno, id(node) in calls))
+        module.__dict__["_autograd_uses"] = cached
+    return cached
+
+
+def callers_without_grad(module: ModuleInfo, name: str, depth: int = 0) -> bool:
+    """Whether the function or method `name` is called in `module` and every use of the name is
+    a call that runs with gradient tracking off (by its context, or because every caller of the
+    calling function runs without it). A use that is not a call (a callback) counts as unknown."""
+    if depth > _CALLER_DEPTH:
+        return False
+    memo = module.__dict__.setdefault("_autograd_callers", {})
+    if name in memo:
+        return memo[name]
+    memo[name] = False  # while in progress (recursion)
+    uses = _name_uses(module).get(name, [])
+    result = bool(uses)
+    for line, is_call in uses:
+        if not is_call:
+            result = False
+            break
+        if without_grad_at(module, line):
+            continue
+        caller = _innermost_function(module, line)
+        if caller is None or caller.name == name or not callers_without_grad(module, caller.name, depth + 1):
+            result = False
+            break
+    memo[name] = result
+    return result

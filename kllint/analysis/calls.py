@@ -11,7 +11,7 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
-from kllint.analysis.autograd import frozen_networks, records_gradients
+from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
@@ -123,7 +123,8 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     symbol = ROLE_SYMBOL.get(model.role, LP)
     if (model.role == "reference" and not frame.no_grad and node.args  # a forward takes inputs
             and records_gradients(frame.module, frame.root) and not frozen(it, model, frame)
-            and it.depth_matters(frame) <= 1):
+            and it.depth_matters(frame) <= 1
+            and not without_grad_at(frame.module, it.anchor(node, frame).span.line)):
         it.emit(frame, CallFact(
             "KL503", it.anchor(node, frame),
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "

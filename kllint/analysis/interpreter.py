@@ -21,6 +21,7 @@ import sympy as sp
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
+from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.facts import LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
@@ -215,8 +216,8 @@ class Interpreter:
                   no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
         name = node.name.value
         is_grad_target = name in self.grad_targets
-        frame = Frame(self.entry, {}, function=name, class_ref=cls,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry), closure=closure,
+        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
