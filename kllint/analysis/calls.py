@@ -401,7 +401,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg")
     if name == "logsumexp" and obj.space == "logits":
-        return it.algebra.number(0)  # the log-softmax normaliser: logits and log-probs share a role
+        # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
+        return it.algebra.number(0).with_(kind="log_normaliser")
     if name in fw.OPAQUE_REDUCTIONS:
         if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
             if _is_constant(args[0]):
