@@ -122,8 +122,6 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
-        self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
-        self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
