@@ -265,16 +265,27 @@ def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
     return cached
 
 
-def callers_without_grad(module: ModuleInfo, name: str, depth: int = 0) -> bool:
+def _methods(module: ModuleInfo) -> frozenset[int]:
+    """Ids of the module's method definitions (functions defined in a class body)."""
+    cached = module.__dict__.get("_autograd_methods")
+    if cached is None:
+        cached = frozenset(id(item) for node in ast.walk(module.outline) if isinstance(node, ast.ClassDef)
+                           for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        module.__dict__["_autograd_methods"] = cached
+    return cached
+
+
+def callers_without_grad(module: ModuleInfo, name: str, method: bool = False, depth: int = 0) -> bool:
     """Whether the function or method `name` is called in `module` and every use of the name is
     a call that runs with gradient tracking off (by its context, or because every caller of the
-    calling function runs without it). A use that is not a call (a callback) counts as unknown."""
-    if depth > _CALLER_DEPTH:
+    calling function runs without it). A use that is not a call (a callback) counts as unknown,
+    and so does a public method (`compute_loss`, `forward`): a framework base class may call it."""
+    if depth > _CALLER_DEPTH or (method and not name.startswith("_")) or name.startswith("__"):
         return False
     memo = module.__dict__.setdefault("_autograd_callers", {})
-    if name in memo:
-        return memo[name]
-    memo[name] = False  # while in progress (recursion)
+    if (name, method) in memo:
+        return memo[(name, method)]
+    memo[(name, method)] = False  # while in progress (recursion)
     uses = _name_uses(module).get(name, [])
     result = bool(uses)
     for line, is_call in uses:
@@ -284,8 +295,9 @@ def callers_without_grad(module: ModuleInfo, name: str, depth: int = 0) -> bool:
         if without_grad_at(module, line):
             continue
         caller = _innermost_function(module, line)
-        if caller is None or caller.name == name or not callers_without_grad(module, caller.name, depth + 1):
+        if caller is None or caller.name == name or not callers_without_grad(
+                module, caller.name, id(caller) in _methods(module), depth + 1):
             result = False
             break
-    memo[name] = result
+    memo[(name, method)] = result
     return result

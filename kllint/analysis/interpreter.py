@@ -215,7 +215,7 @@ class Interpreter:
         name = node.name.value
         is_grad_target = name in self.grad_targets
         frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name),
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
