@@ -11,6 +11,7 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
+from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from kllint.analysis.interpreter import Frame, Interpreter
 
 ROLE_SYMBOL = {"policy": LP, "reference": REF}
+# Methods returning a part of the same network (HF, PEFT): its role is the network's.
+SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "get_model", "get_submodule",
+                               "get_input_embeddings", "get_output_embeddings"})
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -43,7 +47,7 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         if isinstance(func.obj, Model):
             if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
                 return forward(it, func.obj, node, frame)
-            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
+            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
             return Unknown(func.name)
     if isinstance(func, Model):
@@ -121,8 +125,10 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     """A network's forward pass: logits of the model's role; reference forwards with gradient
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
-    if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
-            and node.args and it.depth_matters(frame) <= 1):  # a forward takes inputs
+    if (model.role == "reference" and not frame.no_grad and node.args  # a forward takes inputs
+            and records_gradients(frame.module, frame.root) and not frozen(it, model, frame)
+            and it.depth_matters(frame) <= 1
+            and not without_grad_at(frame.module, it.anchor(node, frame).span.line)):
         it.emit(frame, CallFact(
             "KL503", it.anchor(node, frame),
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
@@ -133,6 +139,19 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
         ))
     value = Tensor(symbol, space="logits")
     return it.algebra.detach(value) if frame.no_grad else value
+
+
+def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
+    """Whether the network was frozen by `requires_grad_(False)` (on it, or on its parameters) in
+    the checked module or in the module running the forward: the frozen network is this one by
+    name or, when the value lost its name, by being a reference network."""
+    name = model.name.rsplit(".", 1)[-1]
+    for module in {id(it.entry): it.entry, id(frame.module): frame.module}.values():
+        names = frozen_networks(module)
+        if name in names or any(roles.model_role(n) == "reference" or roles.logprob_role(n) == "reference"
+                                for n in names):
+            return True
+    return model.frozen
 
 
 def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -405,7 +424,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg")
     if name == "logsumexp" and obj.space == "logits":
-        return it.algebra.number(0)  # the log-softmax normaliser: logits and log-probs share a role
+        # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
+        return it.algebra.number(0).with_(kind="log_normaliser")
     if name in fw.OPAQUE_REDUCTIONS:
         if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
             if _is_constant(args[0]):
@@ -486,6 +506,10 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
     if lowered == "enumerate" and args:
         return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
+    if lowered == "getattr" and len(args) >= 2 and not isinstance(args[1], Literal):
+        networks = [option for option in alternatives(args[0]) if isinstance(option, Model)]
+        if networks:
+            return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]

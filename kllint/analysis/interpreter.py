@@ -21,6 +21,7 @@ import sympy as sp
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
+from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
@@ -122,8 +123,6 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
-        self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
-        self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
@@ -238,8 +237,8 @@ class Interpreter:
                   no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
         name = node.name.value
         is_grad_target = name in self.grad_targets
-        frame = Frame(self.entry, {}, function=name, class_ref=cls,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry), closure=closure,
+        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
@@ -824,6 +823,8 @@ class Interpreter:
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
+            if roles.is_backbone_attribute(attr):
+                return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
@@ -841,7 +842,8 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
+            named = (self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
+                     if not roles.is_backbone_attribute(attr) else None)
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
