@@ -339,15 +339,15 @@ class ResultCache:
             diagnostics = list(found)
             if entry["filtered"] and found:
                 diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
-            notes = entry.get("notes", [])
-            if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-                raise TypeError("notes are not a list of strings")
+            gave_up = entry.get("gave_up", [])
+            if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
+                raise TypeError("gave_up is not a list of strings")
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None
         self.hits += 1
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
-                       notes=notes)
+                       gave_up=gave_up)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
@@ -362,7 +362,7 @@ class ResultCache:
                 "deps": dict(outcome.deps or {}),
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),
-                "notes": list(outcome.notes),
+                "gave_up": list(outcome.gave_up),
             }
             target = self._entry_path(item, settings)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,7 @@ class Outcome:
     filtered: bool = False
     digest: str | None = None
     deps: dict[str, list[str | None] | None] | None = None
-    notes: list[str] = field(default_factory=list)  # what the analysis gave up on (`check -v`)
+    gave_up: list[str] = field(default_factory=list)  # functions the analysis abandoned (`check -v`)
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -166,9 +166,9 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
-    notes: list[str] = []
+    gave_up: list[str] = []
     try:
-        found = check_source(text, display, item.path, settings, index=index, outline=outline, notes=notes)
+        found = check_source(text, display, item.path, settings, index=index, outline=outline, notes=gave_up)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)
@@ -182,7 +182,7 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
 
         deps = dependency_digests(index.tracked_paths(), index)
     return Outcome(found, filter_found(found, text, display, settings, item.path), filtered=True,
-                   digest=digest, deps=deps, notes=notes)
+                   digest=digest, deps=deps, gave_up=gave_up)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
@@ -258,7 +258,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
         result.internal_errors.extend(outcome.errors)
-        result.abandoned.extend(outcome.notes)
+        result.abandoned.extend(outcome.gave_up)
         for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)
             if key not in seen:
