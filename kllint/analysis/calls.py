@@ -35,6 +35,10 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, ClassRef):
         return Instance(func)
+    if isinstance(func, Instance):
+        # a callable object: `__call__`, or the `forward` of a module
+        method = it.find_method(func.cls, "__call__") or it.find_method(func.cls, "forward")
+        return it.call_function(method, args, kwargs, node, frame) if method is not None else Unknown(func.cls.name)
     if isinstance(func, ModuleRef):
         return library_call(it, func.qualname, args, kwargs, node, frame)
     if isinstance(func, _BoundMethod):

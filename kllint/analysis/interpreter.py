@@ -757,10 +757,24 @@ class Interpreter:
                     continue
                 for small in line.body:
                     if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
-                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)
-                            and self._library_constructor(small.value, cls.module)):
-                        return self.eval(small.value, Frame(cls.module, {}, emit=False))
+                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
+                        if self._library_constructor(small.value, cls.module):
+                            return self.eval(small.value, Frame(cls.module, {}, emit=False))
+                        made = self._project_constructor(small.value, cls.module)
+                        if made is not None:
+                            return made
         return None
+
+    def _project_constructor(self, call: cst.Call, module: ModuleInfo) -> Instance | None:
+        """`Estimator(config.kind)`: an instance of a project class (its constructor is not run)."""
+        name = dotted_name(call.func)
+        if name is None:
+            return None
+        head = name.split(".")[0]
+        if head not in module.classes and head not in module.imports:
+            return None
+        value = self.eval(call.func, Frame(module, {}, emit=False))
+        return Instance(value) if isinstance(value, ClassRef) else None
 
     def resolve_import(self, qualname: str) -> Value:
         root = qualname.split(".")[0]
@@ -843,7 +857,9 @@ class Interpreter:
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
         stmt = class_method(cls.node, name)
         if stmt is not None:
-            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=Instance(cls), class_name=cls.name)
+            kind = _method_kind(stmt)
+            bound = None if kind == "staticmethod" else cls if kind == "classmethod" else Instance(cls)
+            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name)
         if seen > 4:
             return None
         for base in cls.node.bases:
@@ -1345,3 +1361,13 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _target_names(e.value)]
     return []
+
+
+def _method_kind(node: cst.FunctionDef) -> str | None:
+    """`staticmethod` or `classmethod` for a method so decorated (its first parameter is not the
+    instance), else None."""
+    for decorator in node.decorators:
+        name = dotted_name(decorator.decorator)
+        if name in ("staticmethod", "classmethod"):
+            return name
+    return None
