@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kllint.analysis.interpreter import Frame, Interpreter
 
 ROLE_SYMBOL = {"policy": LP, "reference": REF}
+FORWARD_METHODS = ("forward", "__call__", "get_logits", "compute_logits", "apply")
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -34,6 +35,11 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, ClassRef):
+        from kllint.analysis.fields import constructor_fields
+
+        init = it.find_method(func, "__init__")
+        for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
+            it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
         return Instance(func)
     if isinstance(func, Instance):
         # a callable object: `__call__`, or the `forward` of a module
@@ -45,7 +51,10 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
-            if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
+            if func.name in FORWARD_METHODS:
+                return forward(it, func.obj, node, frame)
+            if _literal(_arg(args, kwargs, 0, "method_name", "method")) in FORWARD_METHODS:
+                # remote dispatch by name: `group.async_run_method_batch(method_name="forward", ...)`
                 return forward(it, func.obj, node, frame)
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
                 return func.obj
@@ -207,6 +216,8 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         target = _arg(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
         return Unknown("gradients")
+    if qualname in fw.TRANSFER and args:
+        return join(*args)
     if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):
         return it.detach_value(args[0]) if args else Unknown()
     if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
@@ -471,6 +482,8 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
         return Unknown(lowered)
+    if lowered == "sum" and len(args) > 1 and isinstance(args[1], Sequence):
+        return args[0]  # `sum(list_of_lists, [])` concatenates lists: their elements, not a reduction
     if not tensors:
         return Unknown(name)
     first = it.as_tensor(tensors[0])

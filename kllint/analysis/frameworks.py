@@ -23,6 +23,10 @@ IDENTITY = frozenset({
     "squeeze_dim", "__getitem__", "diagonal", "tril", "triu", "split_", "detach_copy", "pad",
 })
 DETACH = frozenset({"detach", "detach_", "stop_gradient"})
+# Calls that move or regroup values without changing them: remote fetches, device transfers,
+# flattening of lists (their result holds the argument's values).
+TRANSFER = frozenset({"ray.get", "ray.put", "jax.device_put", "jax.device_get", "itertools.chain",
+                      "itertools.chain.from_iterable", "copy.copy", "copy.deepcopy"})
 CONSUME = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "size", "dim", "numel", "shape", "device_get"})
 REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean", "average"})
 OPAQUE_REDUCTIONS = frozenset({"max", "min", "amax", "amin", "std", "var", "norm", "logsumexp", "median", "prod", "argmax", "argmin", "all", "any"})

@@ -22,6 +22,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.facts import LossFact, RewardFact
+from kllint.analysis.fields import FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
@@ -61,6 +62,7 @@ class _CallMemo:
     prefix: int
     reach: int
     entered: frozenset[int]
+    fields_version: int | None = None  # the field store it read (None: it read no field)
 
 
 class Budget(Exception):
@@ -112,6 +114,7 @@ class Interpreter:
         self.index = index
         self.vocab = vocab
         self.algebra = Algebra()
+        self.fields = FieldStore(self.algebra)  # values kept on containers (`experience.kl = kl`)
         self.facts: list[Any] = []
         self.steps = 0
         self.grad_targets: set[str] = set()
@@ -465,6 +468,7 @@ class Interpreter:
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
         elif isinstance(target, cst.Attribute):
             self.check_reward_sink(target.attr.value, value, frame, statement)
+            self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
 
     def _item(self, value: Value, position: int, count: int) -> Value:
         options = []
@@ -679,7 +683,8 @@ class Interpreter:
         for option in alternatives(value):
             items = option.items if isinstance(option, Sequence) else (option,)
             for item in items:
-                if isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item)):
+                if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
+                        and not self.fields.judged(item)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
     def _wrapped_expr(self, t: Tensor) -> sp.Expr:
@@ -816,10 +821,15 @@ class Interpreter:
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
             return method if method is not None else Unknown(attr)
+        if isinstance(base, _Super):
+            return self.super_method(base, attr)
         if isinstance(base, Tensor):
             if attr in ("data",):
                 return self.algebra.detach(base)
@@ -833,6 +843,9 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
             named = self.role_from_name(attr, detached_source=True)
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
@@ -851,15 +864,30 @@ class Interpreter:
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
                 return ConfigValue(attr)
-            return _Attr(base.name, attr)
+            stored = self.fields.read(attr)
+            return stored if stored is not None else _Attr(base.name, attr)
+        if isinstance(base, _Attr):
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
         return Unknown(attr)
+
+    def super_method(self, sup: "_Super", name: str) -> Value:
+        """`super().name`: the method of a base class of the defining class, bound to the instance."""
+        for base in sup.cls.node.bases:
+            base_value = self.eval(base.value, Frame(sup.cls.module, {}))
+            if isinstance(base_value, ClassRef):
+                found = self.find_method(base_value, name)
+                if found is not None:
+                    return replace(found, bound_self=sup.instance) if isinstance(found.bound_self, Instance) else found
+        return Unknown(name)
 
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
         stmt = class_method(cls.node, name)
         if stmt is not None:
             kind = _method_kind(stmt)
             bound = None if kind == "staticmethod" else cls if kind == "classmethod" else Instance(cls)
-            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name)
+            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
         if seen > 4:
             return None
         for base in cls.node.bases:
@@ -910,6 +938,8 @@ class Interpreter:
         return Unknown()
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
+        if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
+            return _Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
         kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
@@ -962,14 +992,18 @@ class Interpreter:
                 memo = self._plain_calls.get(variant)
                 if memo is None:
                     continue
+                if memo.fields_version is not None and memo.fields_version != self.fields.version:
+                    continue  # it read container fields that have changed since: compute it afresh
                 if variant[-1] is None and (frame.depth + memo.reach >= MAX_DEPTH
                                             or not memo.entered.isdisjoint(frame.active)):
                     continue  # here its call tree would be cut: compute it afresh
                 if variant[-1] is not None:
                     self._cutoffs += 1
+                if memo.fields_version is not None:
+                    self.fields.reads += 1  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        facts_before, cutoffs_before, reads_before = len(self.facts), self._cutoffs, self.fields.reads
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
         try:
@@ -981,7 +1015,7 @@ class Interpreter:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered))
+                frozenset(reach.entered), self.fields.version if self.fields.reads != reads_before else None)
         return self._returned(result, self.anchor(node, frame))
 
     def depth_matters(self, frame: Frame) -> int:
@@ -1006,7 +1040,7 @@ class Interpreter:
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
                              call_stack=frame.call_stack + (self.anchor(node, frame),),
-                             closure=self._closures.get(key), active=frame.active + (key,),
+                             closure=self._closures.get(key), active=frame.active + (key,), class_ref=ref.owner,
                              root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
         if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
             callee_frame.no_grad = True
@@ -1204,6 +1238,14 @@ class Interpreter:
 
     def eval_FormattedString(self, node: cst.FormattedString, frame: Frame) -> Value:
         return Unknown()
+
+
+@dataclass(frozen=True)
+class _Super:
+    """`super()` inside a method of `cls`, for `instance`."""
+
+    cls: ClassRef
+    instance: Any
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ class FunctionRef:
     module: Any = field(compare=False, hash=False, repr=False)
     bound_self: Any = field(default=None, compare=False, hash=False, repr=False)
     class_name: str | None = None
+    owner: Any = field(default=None, compare=False, hash=False, repr=False)  # the defining ClassRef
 
 
 @dataclass(frozen=True)
