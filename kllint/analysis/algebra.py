@@ -13,7 +13,7 @@ from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
     LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
 )
-from kllint.analysis.values import Anchor, Tensor, _plain
+from kllint.analysis.values import Anchor, Tensor, _plain, use_kl_content
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
@@ -38,6 +38,7 @@ class Algebra:
         self._detached: dict[sp.Symbol, sp.Symbol] = {}
         self._kl_cache: dict = {}
         self._kl_cache_size = 0
+        use_kl_content(self.kl_symbols)
 
     # -- constructors -----------------------------------------------------------------------
     def opaque(self, name: str, positive: bool = True) -> Tensor:

@@ -240,8 +240,8 @@ class Interpreter:
         if not frame.returns:
             return
         anchor = self.anchor(node.name, frame)
-        value = join(*frame.returns)
-        for option in alternatives(value):
+        # each `return` on its own: one join of them all would keep only the first alternatives
+        for option in (o for returned in frame.returns for o in alternatives(returned)):
             first = option.items[0] if isinstance(option, Sequence) and option.items else option
             if loss_function and isinstance(first, Tensor):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,

@@ -218,11 +218,28 @@ def join(*values: Value) -> Value:
     return Alts(tuple(options[:MAX_ALTERNATIVES]))
 
 
+_KL_CONTENT: list = []  # [weak method]: the KL terms of an expression, through reductions (the algebra's)
+
+
+def use_kl_content(method: Any) -> None:
+    """Let `join` rank alternatives by the KL terms they hold inside reductions too (called by
+    each new `Algebra` with its `kl_symbols`; held weakly)."""
+    import weakref
+
+    _KL_CONTENT[:] = [weakref.WeakMethod(method)]
+
+
 def _signature(value: Value) -> tuple:
     """What distinguishes alternatives for the rules: the KL terms and estimate they carry."""
     if isinstance(value, Tensor):
-        kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
+        found = _KL_CONTENT[0]() if _KL_CONTENT else None
+        if found is not None:
+            kl = frozenset(s.name for s in found(value.expr))
+        else:
+            kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
         return ("tensor", kl, value.anchor.node_id if value.anchor else None)
+    if isinstance(value, Sequence) and value.items:  # `return loss, metrics`: by what the items hold
+        return ("sequence",) + tuple(_signature(item) for item in value.items[:2])
     return (type(value).__name__,)
 
 
