@@ -14,7 +14,7 @@ from kllint.analysis import roles
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -34,6 +34,8 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, Partial):
+        return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
         from kllint.analysis.fields import constructor_fields
 
@@ -183,7 +185,9 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
         has_aux = bool(_literal(kwargs.get("has_aux")))
-        return GradOf(args[0] if args else Unknown(), has_aux or "value_and_grad" in last)
+        position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
+        function = args[position] if len(args) > position else Unknown()
+        return GradOf(function, has_aux or "value_and_grad" in last)
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = _arg(args, kwargs, 4, "reduction")
         log_target = _arg(args, kwargs, 5, "log_target")
@@ -216,12 +220,20 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         target = _arg(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
         return Unknown("gradients")
+    if qualname == "functools.partial" and args:
+        return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
     if qualname in fw.TRANSFER and args:
         return join(*args)
     if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):
         return it.detach_value(args[0]) if args else Unknown()
     if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
         return unknown_call(it, last, args, kwargs, node, frame)
+    if last == "cross_entropy" and args and isinstance(args[0], Tensor) and it.algebra.has_roles(args[0].expr):
+        # per-token cross-entropy of the sampled tokens is minus their log-prob (MLX's default
+        # reduction is "none", PyTorch's "mean")
+        reduction = _literal(kwargs.get("reduction")) or ("none" if qualname.startswith("mlx") else "mean")
+        negated = args[0].with_(expr=-args[0].expr, space="logprob", vocab=False)
+        return negated if reduction == "none" else it.algebra.reduce(negated, "sum")
     model = model_argument(list(args))
     if model is not None and last in ("dot", "matmul", "einsum", "tensordot", "linear", "embedding", "conv1d", "conv2d", "dense", "bmm", "mm", "inner"):
         return it.as_tensor(model)
@@ -244,12 +256,21 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
+        if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
+                and isinstance(args[-1 if name == "full" else 0], Literal):
+            return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
         return it.algebra.opaque(name)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]
         if _is_constant(y):
             return x
         if _is_constant(x):
+            return y
+        # masking or padding: `where(mask, logp, fill)` keeps the operand that carries a role
+        x_roles, y_roles = _carries_roles(it, x), _carries_roles(it, y)
+        if x_roles and not y_roles:
+            return x
+        if y_roles and not x_roles:
             return y
         return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
     if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
@@ -277,6 +298,12 @@ def _is_constant(value: Value) -> bool:
     if isinstance(value, Tensor):
         return value.expr.is_number
     return isinstance(value, ConfigValue)
+
+
+def _carries_roles(it: "Interpreter", value: Value) -> bool:
+    """Any alternative is a tensor with a log-prob role or a KL term (or a network)."""
+    return any(isinstance(o, Model) or (isinstance(o, Tensor) and it.algebra.has_roles(o.expr))
+               for o in alternatives(value))
 
 
 def _is_int_literal(value: Value) -> bool:

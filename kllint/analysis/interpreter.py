@@ -29,13 +29,14 @@ from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import _plain
 from kllint.analysis.values import (
     Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
-    Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
+    Model, ModuleRef, Partial, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
 MAX_DEPTH = 4
 MAX_STEPS = 60_000
 MAX_COHERENT = 16
 GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
+GRAD_SECOND_ARG = re.compile(r"\s*,\s*([A-Za-z_]\w*)")  # `nn.value_and_grad(model, loss_fn)`: after the first
 GRAD_ALIAS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.\Z")  # `jax` of `jax.grad(`, read backwards
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
@@ -124,7 +125,8 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
-        self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
+        # functional frameworks (JAX, MLX): gradients flow only into the differentiated arguments
+        self.is_jax_only = ("jax" in entry.text or "mlx" in entry.text) and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
     # ------------------------------------------------------------------ entry points
@@ -210,7 +212,11 @@ class Interpreter:
             alias_match = GRAD_ALIAS.search(text, max(0, start - 200), start) if text[start - 1:start] == "." else None
             alias = alias_match.group(1) if alias_match else None
             qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
-            if qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
+            if qualified in fw.GRAD_TRANSFORMS_OF_MODEL:
+                second = GRAD_SECOND_ARG.match(text, match.end())
+                if second:
+                    targets.add(second.group(1))
+            elif qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
                 targets.add(name)
         return targets
 
@@ -261,6 +267,8 @@ class Interpreter:
         if default is not None:
             value = self.eval(default, frame)
             if isinstance(value, Literal):
+                if value.value is None and isinstance(self.role_from_name(name), Tensor):
+                    return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)  # `ref=None`
                 if isinstance(value.value, (str, bool)) or value.value is None:
                     return ConfigValue(name, value.value)
             elif isinstance(value, Mapping):
@@ -761,13 +769,33 @@ class Interpreter:
                 if not isinstance(line, cst.SimpleStatementLine):
                     continue
                 for small in line.body:
-                    if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
+                    if not (isinstance(small, cst.Assign)
                             and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
+                        continue
+                    if isinstance(small.value, cst.Call):
                         if self._library_constructor(small.value, cls.module):
                             return self.eval(small.value, Frame(cls.module, {}, emit=False))
                         made = self._project_constructor(small.value, cls.module)
                         if made is not None:
                             return made
+                    chosen = self._chosen_function(small.value, cls.module)
+                    if chosen is not None:
+                        return chosen
+        return None
+
+    def _chosen_function(self, expr: cst.BaseExpression, module: ModuleInfo) -> Value | None:
+        """`self.reduce = partial(masked_sum, n=...) if cfg.x else masked_mean`: a function of the
+        project (or a partial application of one), possibly chosen by a condition; None for
+        anything else. Evaluated without the method's locals (a name it does not know is no
+        function)."""
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.IfExp, cst.Call)):
+            return None
+        if isinstance(expr, cst.Call) and self.qualify(dotted_name(expr.func) or "", module) != "functools.partial":
+            return None
+        value = self.eval(expr, Frame(module, {}, emit=False))
+        options = alternatives(value)
+        if options and all(isinstance(o, (FunctionRef, Partial)) for o in options):
+            return value
         return None
 
     def _project_constructor(self, call: cst.Call, module: ModuleInfo) -> Instance | None:
@@ -783,7 +811,7 @@ class Interpreter:
 
     def resolve_import(self, qualname: str) -> Value:
         root = qualname.split(".")[0]
-        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex"):
+        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex", "mlx"):
             return ModuleRef(qualname)
         module, rest = self.index.resolve(qualname)
         if module is None:

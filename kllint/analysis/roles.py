@@ -86,7 +86,8 @@ def model_role(name: str) -> str | None:
 
 
 def is_mask_name(name: str) -> bool:
-    return any(t in ("mask", "masks", "attention_mask") or t.endswith("mask") for t in tokens(name))
+    # `completion_segmentation`: a segment-id array, zero on padding, used as a 0/1 mask (JAX trainers)
+    return any(t in ("mask", "masks", "attention_mask", "segmentation") or t.endswith("mask") for t in tokens(name))
 
 
 def is_kl_name(name: str) -> bool:

@@ -101,6 +101,15 @@ class FunctionRef:
 
 
 @dataclass(frozen=True)
+class Partial:
+    """`functools.partial(function, *args, **kwargs)`: calling it calls `function` with these first."""
+
+    function: Any
+    args: tuple[Any, ...] = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class ClassRef:
     """A class defined in the project (`self` inside its methods is an `Instance`). `node` is a
     `kllint.analysis.module.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
