@@ -509,6 +509,18 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
         return Unknown(lowered)
+    if lowered in ("get", "pop") and node.func is not None and isinstance(node.func, cst.Attribute):
+        # a container read (`batch.get("ref_logps")`, `td.get(key, padding_value=...)`): the key
+        # names the value; other arguments (defaults, padding options) are not its data
+        key = args[0] if args else None
+        if isinstance(key, Literal) and isinstance(key.value, str):
+            from kllint.analysis.interpreter import KEY_FIELD
+
+            stored = it.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored
+            return it.value_from_name(key.value, it.anchor(node, frame), frame, detached_source=True)
+        return Unknown(name)
     if lowered == "sum" and len(args) > 1 and isinstance(args[1], Sequence):
         return args[0]  # `sum(list_of_lists, [])` concatenates lists: their elements, not a reduction
     if not tensors:

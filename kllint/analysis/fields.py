@@ -38,7 +38,11 @@ class FieldStore:
 
     def _carries(self, value: Value) -> bool:
         if isinstance(value, Tensor):
-            return self.algebra.has_roles(value.expr)
+            # dataflow only: log-prob roles or KL estimates of a seen form, not a value that is a
+            # KL by its name alone (`lambda_kl` of a constructor)
+            algebra = self.algebra
+            return bool(algebra.table.role_symbols(value.expr)) or any(
+                algebra.kterms[k].estimator is not None for k in algebra.kl_symbols(value.expr))
         if isinstance(value, Sequence):
             return any(self._carries(item) for item in value.items)
         return isinstance(value, Model)

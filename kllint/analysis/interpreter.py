@@ -42,6 +42,7 @@ METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make"
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
+KEY_FIELD = "[]"  # field-store names of container keys (`td["key"] = v`, `td.set("key", v)`)
 
 
 @dataclass
@@ -467,6 +468,11 @@ class Interpreter:
         elif isinstance(target, cst.Subscript):
             base = target.value
             name = dotted_name(base)
+            key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
+            if isinstance(key, cst.SimpleString):
+                self.output_loss_entry(_string_value(key.value), value, frame, statement)
+                self.fields.write(KEY_FIELD + str(_string_value(key.value)),
+                                  self.detach_value(value) if frame.no_grad else value, id(statement))
             if name is not None:
                 last = name.split(".")[-1]
                 self.check_reward_sink(last, value, frame, statement)
@@ -697,6 +703,18 @@ class Interpreter:
 
     def _wrapped_expr(self, t: Tensor) -> sp.Expr:
         return self.algebra.wrap(t)
+
+    def output_loss_entry(self, key: object, value: Value, frame: Frame, node: cst.CSTNode) -> None:
+        """`out["loss_kl"] = value` in a loss function (or the forward of a loss module): the
+        entries named `loss` / `loss_*` of its output are the terms the caller differentiates."""
+        if not isinstance(key, str) or not (key == "loss" or key.startswith("loss_")) or frame.depth > 0:
+            return
+        function = frame.function.rsplit(".", 1)[-1]
+        owner = frame.class_ref.name if frame.class_ref is not None else ""
+        if roles.is_loss_function_name(function) or (
+                function in ("forward", "__call__") and (roles.is_loss_function_name(owner)
+                                                         or owner.lower().endswith(("loss", "objective")))):
+            self.loss_sink(value, node, frame, f"returned as `{key}` by the loss `{frame.function}`")
 
     def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, note: str) -> None:
         if not frame.emit:
@@ -939,6 +957,9 @@ class Interpreter:
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Tensor):
             if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
+                stored = self.fields.read(KEY_FIELD + key.value)
+                if stored is not None:
+                    return stored
                 keyed = self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
                     return keyed
@@ -961,6 +982,9 @@ class Interpreter:
             owner = base.name if isinstance(base, Unknown) else base.attr
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
                 return ConfigValue(key.value)
+            stored = self.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored  # stored under this key by the code analysed
             # batch / inputs dictionaries: tensors named by their key, without gradient
             return self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
         return Unknown()
@@ -971,6 +995,18 @@ class Interpreter:
         func = self.eval(node.func, frame)
         args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
         kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
+            if mappings:
+                base = self.eval(node.func.value, frame.child(emit=False))
+                items = [o.get(args[0].value) for o in alternatives(base) if isinstance(o, Mapping)]
+                if items and all(i is not None for i in items):
+                    return join(*items)  # `d.get("key")` of a dict the analysis built
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "set" and len(args) >= 2
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            self.output_loss_entry(args[0].value, args[1], frame, node)  # `td_out.set("loss_kl", value)`
+            self.fields.write(KEY_FIELD + args[0].value, self.detach_value(args[1]) if frame.no_grad else args[1], id(node))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "extend", "insert", "add") and args:
             container = dotted_name(node.func.value)
             if container is not None:

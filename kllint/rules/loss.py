@@ -222,7 +222,9 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
             continue  # a live estimate times a live factor is neither a reward nor a plain loss term
         sink = term.entry or fact.sink
         # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)
-        as_reward = [replace(p, reduced="none") if p.token_coefficient and p.reduced == "sum" else p
-                     for p in as_reward]
+        # (for an estimate whose form is seen: a tensor only named as a KL may be anything)
+        if term.estimator is not None:
+            as_reward = [replace(p, reduced="none") if p.token_coefficient and p.reduced == "sum" else p
+                         for p in as_reward]
         judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
                                                         fact.call_stack), ctx)
