@@ -15,7 +15,7 @@ from kllint.analysis.autograd import frozen_networks, records_gradients, without
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -26,6 +26,7 @@ ROLE_SYMBOL = {"policy": LP, "reference": REF}
 # Methods returning a part of the same network (HF, PEFT): its role is the network's.
 SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "get_model", "get_submodule",
                                "get_input_embeddings", "get_output_embeddings"})
+FORWARD_METHODS = ("forward", "__call__", "get_logits", "compute_logits", "apply")
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -37,15 +38,29 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, Partial):
+        return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
+        from kllint.analysis.fields import constructor_fields
+
+        init = it.find_method(func, "__init__")
+        for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
+            it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
         return Instance(func)
+    if isinstance(func, Instance):
+        # a callable object: `__call__`, or the `forward` of a module
+        method = it.find_method(func.cls, "__call__") or it.find_method(func.cls, "forward")
+        return it.call_function(method, args, kwargs, node, frame) if method is not None else Unknown(func.cls.name)
     if isinstance(func, ModuleRef):
         return library_call(it, func.qualname, args, kwargs, node, frame)
     if isinstance(func, _BoundMethod):
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
-            if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
+            if func.name in FORWARD_METHODS:
+                return forward(it, func.obj, node, frame)
+            if _literal(_arg(args, kwargs, 0, "method_name", "method")) in FORWARD_METHODS:
+                # remote dispatch by name: `group.async_run_method_batch(method_name="forward", ...)`
                 return forward(it, func.obj, node, frame)
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
@@ -68,8 +83,14 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
     # a callable the analysis cannot resolve (a loss function read from a registry or an
-    # attribute): its result still depends on its tensor arguments
+    # attribute, a Flax `apply_fn`): given a network, it is a forward of it; else its result
+    # still depends on its tensor arguments
     from kllint.analysis.module import dotted_name
+
+    network = model_argument(list(args))
+    if network is not None:
+        value = Tensor(ROLE_SYMBOL.get(network.role, LP), space="logits")
+        return it.algebra.detach(value) if frame.no_grad else value
 
     return unknown_call(it, (dotted_name(node.func) or "call").rsplit(".", 1)[-1], args, kwargs, node, frame)
 
@@ -193,7 +214,9 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
         has_aux = bool(_literal(kwargs.get("has_aux")))
-        return GradOf(args[0] if args else Unknown(), has_aux or "value_and_grad" in last)
+        position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
+        function = args[position] if len(args) > position else Unknown()
+        return GradOf(function, has_aux or "value_and_grad" in last)
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = _arg(args, kwargs, 4, "reduction")
         log_target = _arg(args, kwargs, 5, "log_target")
@@ -226,10 +249,20 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         target = _arg(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
         return Unknown("gradients")
+    if qualname == "functools.partial" and args:
+        return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
+    if qualname in fw.TRANSFER and args:
+        return join(*args)
     if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):
         return it.detach_value(args[0]) if args else Unknown()
     if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
         return unknown_call(it, last, args, kwargs, node, frame)
+    if last == "cross_entropy" and args and isinstance(args[0], Tensor) and it.algebra.has_roles(args[0].expr):
+        # per-token cross-entropy of the sampled tokens is minus their log-prob (MLX's default
+        # reduction is "none", PyTorch's "mean")
+        reduction = _literal(kwargs.get("reduction")) or ("none" if qualname.startswith("mlx") else "mean")
+        negated = args[0].with_(expr=-args[0].expr, space="logprob", vocab=False)
+        return negated if reduction == "none" else it.algebra.reduce(negated, "sum")
     model = model_argument(list(args))
     if model is not None and last in ("dot", "matmul", "einsum", "tensordot", "linear", "embedding", "conv1d", "conv2d", "dense", "bmm", "mm", "inner"):
         return it.as_tensor(model)
@@ -254,12 +287,21 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
+        if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
+                and isinstance(args[-1 if name == "full" else 0], Literal):
+            return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
         return it.algebra.opaque(name)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]
         if _is_constant(y):
             return x
         if _is_constant(x):
+            return y
+        # masking or padding: `where(mask, logp, fill)` keeps the operand that carries a role
+        x_roles, y_roles = _carries_roles(it, x), _carries_roles(it, y)
+        if x_roles and not y_roles:
+            return x
+        if y_roles and not x_roles:
             return y
         return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
     if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
@@ -304,6 +346,12 @@ def _is_constant(value: Value) -> bool:
     if isinstance(value, Tensor):
         return value.expr.is_number
     return isinstance(value, ConfigValue)
+
+
+def _carries_roles(it: "Interpreter", value: Value) -> bool:
+    """Any alternative is a tensor with a log-prob role or a KL term (or a network)."""
+    return any(isinstance(o, Model) or (isinstance(o, Tensor) and it.algebra.has_roles(o.expr))
+               for o in alternatives(value))
 
 
 def _is_int_literal(value: Value) -> bool:
@@ -514,6 +562,20 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
         return Unknown(lowered)
+    if lowered in ("get", "pop") and node.func is not None and isinstance(node.func, cst.Attribute):
+        # a container read (`batch.get("ref_logps")`, `td.get(key, padding_value=...)`): the key
+        # names the value; other arguments (defaults, padding options) are not its data
+        key = args[0] if args else None
+        if isinstance(key, Literal) and isinstance(key.value, str):
+            from kllint.analysis.interpreter import KEY_FIELD
+
+            stored = it.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored
+            return it.value_from_name(key.value, it.anchor(node, frame), frame, detached_source=True)
+        return Unknown(name)
+    if lowered == "sum" and len(args) > 1 and isinstance(args[1], Sequence):
+        return args[0]  # `sum(list_of_lists, [])` concatenates lists: their elements, not a reduction
     if not tensors:
         return Unknown(name)
     first = it.as_tensor(tensors[0])

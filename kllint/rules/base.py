@@ -134,48 +134,55 @@ class Place:
     reduced: str
     coefficient_of_live: bool
     linear: bool = True
+    token_coefficient: bool = False  # the live factor multiplies it inside its own token reduction
 
 
 def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[sp.Symbol, list[Place]] = {}
-    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found)
+    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found, False)
     return found
 
 
 def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int,
-                      algebra: Algebra, found: dict[sp.Symbol, list[Place]]) -> None:
+                      algebra: Algebra, found: dict[sp.Symbol, list[Place]], live_here: bool) -> None:
+    """`live_here`: a live factor multiplies the node inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
     # would keep the whole analysis of a file alive until the garbage collector runs
     if depth > 60:
         return
     if node in algebra.kterms:
-        found.setdefault(node, []).append(Place(sign, reduced, live, linear))
+        found.setdefault(node, []).append(Place(sign, reduced, live, linear, live_here))
         return
 
-    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool) -> None:
-        _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found)
+    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool,
+             child_here: bool) -> None:
+        _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
+                          child_here)
 
     reduction = algebra.table.reductions.get(node)
     if reduction is not None:
-        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear)
+        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear,
+             False)
         return
     if isinstance(node, sp.Add):
         for arg in node.args:
-            walk(arg, sign, reduced, live, linear)
+            walk(arg, sign, reduced, live, linear, live_here)
     elif isinstance(node, sp.Mul):
         for index, arg in enumerate(node.args):
             others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
             kl_factor = bool(algebra.kl_symbols(others))
-            walk(arg, sign * sign_of(others), reduced, live or algebra.live(others), linear and not kl_factor)
+            live_others = algebra.live(others)
+            walk(arg, sign * sign_of(others), reduced, live or live_others, linear and not kl_factor,
+                 live_here or live_others)
     elif isinstance(node, sp.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
-        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1)
-        walk(exponent, 0, reduced, live, False)
+        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1, live_here)
+        walk(exponent, 0, reduced, live, False, live_here)
     else:
         for arg in node.args:
-            walk(arg, 0, reduced, live, False)
+            walk(arg, 0, reduced, live, False, live_here)
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:

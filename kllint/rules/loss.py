@@ -6,7 +6,7 @@ Each KL term found in a differentiated value is judged by its gradient coefficie
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kllint.analysis.facts import KLTerm, LossFact
 from kllint.analysis.symbolic import OLD, Coefficient, classify_coefficient
@@ -221,5 +221,10 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
         if algebra.live(term.expr):
             continue  # a live estimate times a live factor is neither a reward nor a plain loss term
         sink = term.entry or fact.sink
+        # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)
+        # (for an estimate whose form is seen: a tensor only named as a KL may be anything)
+        if term.estimator is not None:
+            as_reward = [replace(p, reduced="none") if p.token_coefficient and p.reduced == "sum" else p
+                         for p in as_reward]
         judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
                                                         fact.call_stack), ctx)
