@@ -121,6 +121,7 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
+        self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
         self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
         self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
@@ -931,6 +932,8 @@ class Interpreter:
         """
         fdef = ref.node
         key = id(fdef)
+        if self.carries(list(args) + list(kwargs.values())):
+            self.carrying_calls.add(id(node))
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
             return Unknown(ref.qualname)
@@ -967,6 +970,21 @@ class Interpreter:
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered))
         return self._returned(result, self.anchor(node, frame))
+
+    def carries(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a log-prob, a KL term or a network (also inside
+        tuples and dicts): then what the callee computes from them depends on this call."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model):
+                    return True
+                if isinstance(option, Tensor) and self.algebra.has_roles(option.expr):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries(items, depth + 1):
+                        return True
+        return False
 
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
