@@ -77,6 +77,21 @@ class Algebra:
                     stack.append(self.table.reductions[symbol].inner)
         return found
 
+    def expand_all(self, expr: sp.Expr) -> sp.Expr:
+        """`expr` with every KL-term symbol and reduction replaced by what it stands for (the
+        per-token view with every marker, such as `Clamp`, visible)."""
+        for _ in range(10):
+            mapping = {}
+            for symbol in symbols_of(expr):
+                if symbol in self.kterms and self.kterms[symbol].expr != symbol:
+                    mapping[symbol] = self.kterms[symbol].expr
+                elif symbol in self.table.reductions:
+                    mapping[symbol] = self.table.reductions[symbol].inner
+            if not mapping:
+                break
+            expr = expr.xreplace(mapping)
+        return expr
+
     def live(self, expr: sp.Expr) -> bool:
         """Carries the policy's gradient (directly or through a tracked KL term)."""
         if LP in self.table.role_symbols(expr):

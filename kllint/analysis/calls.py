@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
-from kllint.analysis.facts import CallFact
-from kllint.analysis.symbolic import LP, LPD, REF, Clamp
+from kllint.analysis.facts import CallFact, ClampFact
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
     Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
@@ -359,25 +360,23 @@ def _is_int_literal(value: Value) -> bool:
 
 
 def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Value:
-    """A clamp: identity inside its range (kept as a marker); KL601 when it clamps exp(log-ratio)."""
+    """A clamp: identity inside its range (kept as a marker). A clamp of exp(log-ratio) is
+    observed (`ClampFact`); KL601 is judged where the clamped value reaches a loss."""
     options = []
     for option in alternatives(value):
         if not isinstance(option, Tensor):
             options.append(option)
             continue
-        if _exp_of_live_logratio(it, option.expr):
-            it.emit(frame, CallFact(
-                "KL601", it.anchor(node, frame),
-                "exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "
-                "zero gradient times an infinite derivative gives NaN gradients",
-                "clamp the log-ratio before `exp` (e.g. `log_ratio.clamp(-20, 20)`), then clamp the result if needed",
-                frame.call_stack))
-        options.append(it.algebra.clamp(option, it.anchor(node, frame)))
+        clamped = it.algebra.clamp(option, it.anchor(node, frame))
+        if _exp_of_live_logratio(it, option.expr) and clamped.expr.has(Clamp):
+            it.emit(frame, ClampFact(clamped.expr, it.anchor(node, frame), frame.call_stack))
+        options.append(clamped)
     return join(*options)
 
 
 def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
-    """A KL estimate (not a PPO ratio clip) whose exp(log-ratio) is not clamped first."""
+    """A KL estimate (not a PPO ratio clip) with the exp of an unclamped live log-ratio: a
+    difference of log-probs, unbounded (exp of a log-softmax is a probability, at most 1)."""
     if REF not in it.algebra.table.role_symbols(expr):
         return False
     from kllint.analysis.symbolic import classify_value
@@ -387,8 +386,22 @@ def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
         return False
     for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
         if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
-            return True
+            if _log_ratio(sub.args[0]):
+                return True
     return False
+
+
+def _log_ratio(expr: sp.Expr) -> bool:
+    """A difference of log-probs of two policies: it depends on two of them, and no longer on
+    them once they are all equal (through opaque helpers, such as padding, the first suffices)."""
+    roles_in = expr.free_symbols & {LP, LPD, REF, OLD}
+    if len(roles_in) < 2:
+        return False  # exp of one policy's log-probs is a probability, at most 1
+    if expr.atoms(AppliedUndef):
+        return True
+    common = sp.Dummy("common", real=True)
+    same = expr.xreplace({symbol: common for symbol in roles_in})
+    return common not in same.free_symbols
 
 
 def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],

@@ -128,6 +128,7 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
+        self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
@@ -1066,6 +1067,8 @@ class Interpreter:
         """
         fdef = ref.node
         key = id(fdef)
+        if self.carries(list(args) + list(kwargs.values())):
+            self.carrying_calls.add(id(node))
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
             if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
@@ -1114,6 +1117,21 @@ class Interpreter:
     def _carries_roles(self, values: list[Value]) -> bool:
         return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)
                    for value in values for option in alternatives(value))
+
+    def carries(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a log-prob, a KL term or a network (also inside
+        tuples and dicts): then what the callee computes from them depends on this call."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model):
+                    return True
+                if isinstance(option, Tensor) and self.algebra.has_roles(option.expr):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries(items, depth + 1):
+                        return True
+        return False
 
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
