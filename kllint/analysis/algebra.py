@@ -77,20 +77,25 @@ class Algebra:
                     stack.append(self.table.reductions[symbol].inner)
         return found
 
-    def expand_all(self, expr: sp.Expr) -> sp.Expr:
-        """`expr` with every KL-term symbol and reduction replaced by what it stands for (the
-        per-token view with every marker, such as `Clamp`, visible)."""
-        for _ in range(10):
-            mapping = {}
-            for symbol in symbols_of(expr):
-                if symbol in self.kterms and self.kterms[symbol].expr != symbol:
-                    mapping[symbol] = self.kterms[symbol].expr
-                elif symbol in self.table.reductions:
-                    mapping[symbol] = self.table.reductions[symbol].inner
-            if not mapping:
-                break
-            expr = expr.xreplace(mapping)
-        return expr
+    def contains(self, expr: sp.Expr, target: sp.Expr) -> bool:
+        """Whether `target` is a sub-expression of `expr`, looking into KL terms and reductions
+        (structurally: `cumsum(x) - x` still contains `x`, which a per-token expansion cancels)."""
+        stack, seen = [expr], set()
+        while stack:
+            node = stack.pop()
+            if node == target:
+                return True
+            if node in seen:
+                continue
+            seen.add(node)
+            if node.is_Symbol:
+                if node in self.kterms and self.kterms[node].expr != node:
+                    stack.append(self.kterms[node].expr)
+                elif node in self.table.reductions:
+                    stack.append(self.table.reductions[node].inner)
+                continue
+            stack.extend(node.args)
+        return False
 
     def live(self, expr: sp.Expr) -> bool:
         """Carries the policy's gradient (directly or through a tracked KL term)."""

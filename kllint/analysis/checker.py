@@ -11,8 +11,8 @@ from kllint.diagnostics import Diagnostic
 from kllint.rules.api import check_call, check_clamp
 from kllint.rules.base import RuleContext
 from kllint.rules.loss import check_loss
-from kllint.rules.base import occurrences
-from kllint.rules.reward import check_reward, reward_symbols
+from kllint.rules.flow import prepare
+from kllint.rules.reward import check_reward
 
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
@@ -39,16 +39,10 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles,
                       {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)},
                       carrying_calls=interpreter.carrying_calls)
-    losses = [fact for fact in interpreter.facts if isinstance(fact, LossFact)]
-    for fact in losses:
-        ctx.differentiated.update(occurrences(interpreter.algebra.wrap(fact.loss), interpreter.algebra))
-    for fact in interpreter.facts:
-        if isinstance(fact, RewardFact):
-            ctx.named_rewards.update(reward_symbols(fact, ctx))
-    expanded: dict[int, object] = {}
+    prepare(ctx, interpreter.facts)
     for fact in interpreter.facts:
         if isinstance(fact, ClampFact):
-            check_clamp(fact, losses, ctx, expanded)
+            check_clamp(fact, ctx)
         elif isinstance(fact, LossFact):
             check_loss(fact, ctx)
         elif isinstance(fact, RewardFact):

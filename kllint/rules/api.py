@@ -2,7 +2,7 @@
 reference forwards with gradient tracking (KL503), clamp after exp reaching a loss (KL601)."""
 from __future__ import annotations
 
-from kllint.analysis.facts import CallFact, ClampFact, LossFact
+from kllint.analysis.facts import CallFact, ClampFact
 from kllint.rules.base import RuleContext
 
 CLAMP_MESSAGE = ("exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "
@@ -10,28 +10,23 @@ CLAMP_MESSAGE = ("exp of a log-ratio is clamped after the exponential: once exp 
 CLAMP_HELP = "clamp the log-ratio before `exp` (e.g. `log_ratio.clamp(-20, 20)`), then clamp the result if needed"
 
 
-def check_clamp(fact: ClampFact, losses: list[LossFact], ctx: RuleContext, expanded: dict[int, object]) -> None:
+def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
     """KL601: the clamped exp(log-ratio) reaches a differentiated value (a detached reward or
-    metric never back-propagates through the exponential). `expanded` memoises the loss
-    expressions with their KL terms and reductions spelled out."""
+    metric never back-propagates through the exponential)."""
     from types import SimpleNamespace
 
     from kllint.rules.fixes import estimate_for
+    from kllint.rules.flow import losses_with
 
-    algebra = ctx.algebra
     if not ctx.first("KL601-clamp", (fact.anchor, fact.clamped, fact.call_stack)):
         return
-    marker = algebra.expand_all(fact.clamped)
-    for loss in losses:
-        key = id(loss)
-        if key not in expanded:
-            expanded[key] = algebra.expand_all(algebra.wrap(loss.loss))
-        if not expanded[key].has(marker):
-            continue
-        estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
-        ctx.report("KL601", fact.anchor, CLAMP_MESSAGE, help=CLAMP_HELP, trace=(loss.sink.step(loss.note),),
-                   call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink)
+    reached = losses_with(ctx, fact.clamped, first=True)
+    if not reached:
         return
+    loss = reached[0]
+    estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
+    ctx.report("KL601", fact.anchor, CLAMP_MESSAGE, help=CLAMP_HELP, trace=(loss.sink.step(loss.note),),
+               call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink)
 
 
 def check_call(fact: CallFact, ctx: RuleContext) -> None:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import KLTerm
@@ -36,7 +37,8 @@ class RuleContext:
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
     carrying_calls: set[int] | None = None  # call sites that hand log-probs, KL or a model to a callee
     differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
-    named_rewards: set = field(default_factory=set)  # KL-term symbols stored under a reward/return name
+    named_rewards: dict = field(default_factory=dict)  # KL-term symbol -> the first reward fact storing it
+    losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
@@ -147,46 +149,51 @@ class Place:
     """One occurrence of a KL term in a value: its sign there (0: unknown), how it is reduced
     (`none`, `sum` over tokens, `rtg` inside reward-to-go / returns), and whether it multiplies
     a term that carries the policy's gradient (then it is a score-function coefficient, a reward,
-    and `reduced` counts only the reductions inside the coefficient)."""
+    and `reduced` counts only the reductions inside the coefficient). `affine`: linear but for
+    functions the analysis cannot see into (`whiten(advantages)`). `token_coefficient`: the live
+    factor multiplies it inside its own token reduction."""
 
     sign: int
     reduced: str
     coefficient_of_live: bool
     linear: bool = True
-    token_coefficient: bool = False  # the live factor multiplies it inside its own token reduction
+    affine: bool = True
+    token_coefficient: bool = False
 
 
 def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[sp.Symbol, list[Place]] = {}
-    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found, False)
+    _walk_occurrences(expr, 1, "none", False, (True, True), 0, algebra, found, False)
     return found
 
 
-def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int,
+def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: tuple[bool, bool], depth: int,
                       algebra: Algebra, found: dict[sp.Symbol, list[Place]], live_here: bool) -> None:
-    """`live_here`: a live factor multiplies the node inside the innermost reduction around it."""
+    """`linear` is (linear, affine), see `Place`; `live_here`: a live factor multiplies the node
+    inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
     # would keep the whole analysis of a file alive until the garbage collector runs
     if depth > 60:
         return
     if node in algebra.kterms:
-        found.setdefault(node, []).append(Place(sign, reduced, live, linear, live_here))
+        found.setdefault(node, []).append(Place(sign, reduced, live, *linear, live_here))
         return
 
-    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool,
-             child_here: bool) -> None:
+    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, keep: bool,
+             child_here: bool, through_call: bool = False) -> None:
+        child_linear = (linear[0] and keep, linear[1] and (keep or through_call))
         _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
                           child_here)
 
     reduction = algebra.table.reductions.get(node)
     if reduction is not None:
-        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear,
+        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, True,
              False)
         return
     if isinstance(node, sp.Add):
         for arg in node.args:
-            walk(arg, sign, reduced, live, linear, live_here)
+            walk(arg, sign, reduced, live, True, live_here)
     elif isinstance(node, sp.Mul):
         for index, arg in enumerate(node.args):
             others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
@@ -196,15 +203,16 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
             # over tokens of `logp_t * c_t` still gives each token its own coefficient
             coefficient = not live and live_others
             walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
-                 linear and not kl_factor, live_here or live_others)
+                 not kl_factor, live_here or live_others)
     elif isinstance(node, sp.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
-        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1, live_here)
+        walk(base, sign if exponent == 1 else 0, reduced, live, exponent == 1, live_here)
         walk(exponent, 0, reduced, live, False, live_here)
     else:
+        opaque = isinstance(node, AppliedUndef) and str(node.func).startswith("call_") and len(node.args) == 1
         for arg in node.args:
-            walk(arg, 0, reduced, live, False, live_here)
+            walk(arg, 0, reduced, live, False, live_here, through_call=opaque)
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:

@@ -222,9 +222,14 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
                 continue  # a live estimate times a live factor is neither a reward nor a plain loss term
             # any live occurrence in the coefficient leaks, also through a group normalisation
             as_reward = [p for p in places if p.coefficient_of_live]
-        else:
-            as_reward = [p for p in places if p.coefficient_of_live and p.linear]
+        else:  # a normalisation of the advantages the analysis cannot read keeps the coefficient
+            as_reward = [p for p in places if p.coefficient_of_live and p.affine]
         if not as_reward:
+            continue
+        named = ctx.named_rewards.get(symbol)
+        if named is not None:  # where it is stored as a reward or an advantage
+            judge_reward_term(symbol, as_reward, RewardFact(fact.loss, named.sink, named.target, "returns",
+                                                            named.call_stack), ctx)
             continue
         sink = term.entry or fact.sink
         # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)

@@ -26,8 +26,10 @@ def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
     differentiated value, that dataflow decides what it is (a policy-gradient coefficient, a
     preference objective's implicit reward, a weight) and the name is not used; otherwise the
     name stands for the policy-gradient term that is out of sight."""
+    from kllint.rules.flow import reaches_loss
+
     for symbol, places in reward_symbols(fact, ctx).items():
-        if symbol in ctx.differentiated:
+        if reaches_loss(ctx, symbol):
             continue
         judge_reward_term(symbol, places, fact, ctx, pathwise=False)
 

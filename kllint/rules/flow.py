@@ -1,0 +1,54 @@
+"""Where KL terms go, for the rules that judge a value by its use rather than by the name it is
+stored under: the differentiated values of a file (its loss facts) and the KL terms stored
+under reward or return names."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import sympy as sp
+
+from kllint.analysis.facts import LossFact, RewardFact
+from kllint.rules.base import RuleContext, occurrences
+
+
+def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
+    """Fill `ctx.losses`, `ctx.differentiated` and `ctx.named_rewards` from the facts."""
+    from kllint.rules.reward import reward_symbols
+
+    algebra = ctx.algebra
+    seen: set[sp.Expr] = set()
+    for fact in facts:
+        if isinstance(fact, LossFact):
+            wrapped = algebra.wrap(fact.loss)
+            if wrapped not in seen:
+                seen.add(wrapped)
+                ctx.differentiated.update(occurrences(wrapped, algebra))
+            ctx.losses.append((fact, wrapped))
+    for fact in facts:
+        if isinstance(fact, RewardFact):
+            for symbol in reward_symbols(fact, ctx):
+                ctx.named_rewards.setdefault(symbol, fact)
+
+
+def reaches_loss(ctx: RuleContext, symbol: sp.Symbol) -> bool:
+    """Whether a KL term (or the same estimate, before it became a term) is in a differentiated value."""
+    if symbol in ctx.differentiated:
+        return True
+    expr = ctx.algebra.kterms[symbol].expr
+    if expr.is_Atom:
+        return False
+    return bool(losses_with(ctx, expr, first=True))
+
+
+def losses_with(ctx: RuleContext, marker: sp.Expr, first: bool = False) -> list[LossFact]:
+    """The loss facts whose differentiated value contains `marker` (the first one only, with
+    `first`); values shared by several facts are searched once."""
+    found, searched = [], {}
+    for fact, wrapped in ctx.losses:
+        if wrapped not in searched:
+            searched[wrapped] = ctx.algebra.contains(wrapped, marker)
+        if searched[wrapped]:
+            found.append(fact)
+            if first:
+                break
+    return found
