@@ -867,7 +867,7 @@ class Interpreter:
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
@@ -889,7 +889,7 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
             named = self.role_from_name(attr, detached_source=True)
@@ -910,13 +910,22 @@ class Interpreter:
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
                 return ConfigValue(attr)
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             return stored if stored is not None else _Attr(base.name, attr)
         if isinstance(base, _Attr):
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
         return Unknown(attr)
+
+    def stored_field(self, attr: str) -> Value | None:
+        """What the analysed code stored under the attribute `attr` of some object, for a read on
+        an object the analysis knows nothing else about; not for names that give a role (a
+        model or log-probs: `self.ref_model`, built by factories the analysis cannot tell apart
+        from the policy, keeps the role of its name)."""
+        if self.role_from_name(attr) is not None:
+            return None
+        return self.fields.read(attr)
 
     def super_method(self, sup: "_Super", name: str) -> Value:
         """`super().name`: the method of a base class of the defining class, bound to the instance."""
