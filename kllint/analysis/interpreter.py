@@ -42,7 +42,9 @@ METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make"
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
-KEY_FIELD = "[]"  # field-store names of container keys (`td["key"] = v`, `td.set("key", v)`)
+# field-store names of container keys written with `td.set("key", v)` (subscript stores are
+# mostly metrics dicts: `metrics["ref_logps"] = ref_logps.mean()` would shadow the batch's data)
+KEY_FIELD = "[]"
 
 
 @dataclass
@@ -471,8 +473,6 @@ class Interpreter:
             key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
             if isinstance(key, cst.SimpleString):
                 self.output_loss_entry(_string_value(key.value), value, frame, statement)
-                self.fields.write(KEY_FIELD + str(_string_value(key.value)),
-                                  self.detach_value(value) if frame.no_grad else value, id(statement))
             if name is not None:
                 last = name.split(".")[-1]
                 self.check_reward_sink(last, value, frame, statement)
