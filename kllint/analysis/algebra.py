@@ -134,11 +134,13 @@ class Algebra:
             return EstimatorMatch("surrogate", 1.0)
         return None
 
-    def analytic_kl(self, live: bool, anchor: Anchor) -> Tensor:
-        """A per-token analytic KL(pi || ref) over the vocabulary (kl_divergence, sum p log p/q)."""
+    def analytic_kl(self, live: bool, anchor: Anchor, assumed: bool = False) -> Tensor:
+        """A per-token analytic KL(pi || ref) over the vocabulary (kl_divergence, sum p log p/q);
+        `assumed`: the policy's gradient comes from a name (a parameter `logp`)."""
         symbol = self.table.fresh("K", real=True)
         expr = sp.Function("AnalyticKL")(LP if live else LPD, REF)
-        self.kterms[symbol] = KLTerm(symbol, expr, EstimatorMatch("analytic", 1.0), anchor, (), (), per_token=True)
+        self.kterms[symbol] = KLTerm(symbol, expr, EstimatorMatch("analytic", 1.0), anchor, (), (), per_token=True,
+                                     assumed=assumed)
         return Tensor(symbol)
 
     def named_kl(self, name: str, anchor: Anchor, per_token: bool) -> Tensor:

@@ -465,6 +465,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         space = "prob" if name in fw.PROB_MAPS else "logprob"
         return algebra.unary(obj, sp.Function(name), anchor).with_(space=space)
     if name in fw.REDUCTIONS:
+        if obj.kind == "analytic_elementwise" and name == "sum":
+            return obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
         if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
             dim = _arg(args, kwargs, 0, "dim", "axis")
             if dim is None or _literal(dim) in (-1,):
@@ -541,6 +543,17 @@ def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduct
                                     "set `log_target=True` or pass `target.exp()`"))
     if reduction == "mean" and api != "nn.KLDivLoss":
         report_mean_reduction(it, node, frame, api, explicit)
+    if isinstance(input_, Tensor) and isinstance(target, Tensor) and reduction in ("none", "sum", "batchmean"):
+        # `kl_div(ref_logp, logp, log_target=True)` is KL(target || exp(input)): with the policy as
+        # target and the reference as input, the analytic KL(pi || ref) over the vocabulary
+        p_roles = it.algebra.table.role_symbols(target.expr)
+        q_roles = it.algebra.table.role_symbols(input_.expr)
+        target_ok = target.space != "prob" or not log_target
+        if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles and target_ok:
+            value = it.algebra.analytic_kl(LP in p_roles, anchor, assumed=target.assumed)
+            if reduction == "none":
+                return value.with_(kind="analytic_elementwise")  # its sum over classes is the token's KL
+            return it.algebra.reduce(value, "sum")
     kind = "kldiv_elementwise" if reduction == "none" else None
     return Tensor(it.algebra.table.fresh("kldiv", positive=True), kind=kind)
 

@@ -38,9 +38,11 @@ class FieldStore:
 
     def _carries(self, value: Value) -> bool:
         if isinstance(value, Tensor):
-            # dataflow only: log-prob roles or KL estimates of a seen form, not a value that is a
-            # KL by its name alone (`lambda_kl` of a constructor)
+            # dataflow only: per-token log-prob roles or KL estimates of a seen form, not a value
+            # that is a KL by its name alone (`lambda_kl` of a constructor)
             algebra = self.algebra
+            if algebra.table.reductions_in(value.expr):
+                return False  # a mean or sum kept for logging (`metrics["kl"] = kl.mean()`), not data
             return bool(algebra.table.role_symbols(value.expr)) or any(
                 algebra.kterms[k].estimator is not None for k in algebra.kl_symbols(value.expr))
         if isinstance(value, Sequence):

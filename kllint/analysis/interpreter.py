@@ -43,7 +43,9 @@ METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make"
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
-KEY_FIELD = "[]"  # field-store names of container keys (`td["key"] = v`, `td.set("key", v)`)
+# field-store names of container keys written with `td.set("key", v)` (subscript stores are
+# mostly metrics dicts: `metrics["ref_logps"] = ref_logps.mean()` would shadow the batch's data)
+KEY_FIELD = "[]"
 
 
 @dataclass
@@ -492,8 +494,6 @@ class Interpreter:
             key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
             if isinstance(key, cst.SimpleString):
                 self.output_loss_entry(_string_value(key.value), value, frame, statement)
-                self.fields.write(KEY_FIELD + str(_string_value(key.value)),
-                                  self.detach_value(value) if frame.no_grad else value, id(statement))
             if name is not None:
                 last = name.split(".")[-1]
                 self.check_reward_sink(last, value, frame, statement)
@@ -890,7 +890,7 @@ class Interpreter:
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
@@ -912,7 +912,7 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
             named = (self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
@@ -934,13 +934,22 @@ class Interpreter:
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
                 return ConfigValue(attr)
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             return stored if stored is not None else _Attr(base.name, attr)
         if isinstance(base, _Attr):
-            stored = self.fields.read(attr)
+            stored = self.stored_field(attr)
             if stored is not None:
                 return stored
         return Unknown(attr)
+
+    def stored_field(self, attr: str) -> Value | None:
+        """What the analysed code stored under the attribute `attr` of some object, for a read on
+        an object the analysis knows nothing else about; not for names that give a role (a
+        model or log-probs: `self.ref_model`, built by factories the analysis cannot tell apart
+        from the policy, keeps the role of its name)."""
+        if self.role_from_name(attr) is not None:
+            return None
+        return self.fields.read(attr)
 
     def super_method(self, sup: "_Super", name: str) -> Value:
         """`super().name`: the method of a base class of the defining class, bound to the instance."""
