@@ -337,13 +337,15 @@ class ResultCache:
             if not all(isinstance(d, Diagnostic) for d in found):
                 raise TypeError("not a list of diagnostics")
             diagnostics = list(found)
-            if entry["filtered"] and found:
-                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
+            warnings: list[str] = []
+            if entry["filtered"]:
+                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path, warnings)
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None
         self.hits += 1
-        return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"])
+        return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
+                       warnings=warnings)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
