@@ -281,6 +281,11 @@ def _say(err: Console, message: str) -> None:
     err.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
+def _say_lines(err: Console, lines: list[str]) -> None:
+    for line in lines:
+        _say(err, line)
+
+
 def run_check(options: CheckOptions, stdout: TextIO | None = None,
               err: Console | None = None, is_terminal: Callable[[], bool] | None = None) -> int:
     """Run `kllint check` with `options`; returns the exit code (0 clean, 1 findings remain).
@@ -348,8 +353,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         for warning in result.warnings:
             _say(err, f"kllint: {warning}")
     if options.verbose:
-        for line in views.verbose_lines(result):
-            _say(err, f"kllint: {line}")
+        _say_lines(err, [f"kllint: {line}" for line in views.verbose_lines(result)])
     errors_before = len(result.internal_errors)
 
     fixed, changed = 0, False
@@ -361,10 +365,9 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     if options.diff:
         if not options.quiet:
             _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
-            _hint_unsafe(err, result.diagnostics, options, diff=True)
+            _say_lines(err, views.unsafe_hint(result.diagnostics, options.unsafe_fixes, diff=True))
         if options.show_fixes:
-            for line in views.fix_lines(fixed_list, applied=False):
-                _say(err, line)
+            _say_lines(err, views.fix_lines(fixed_list, applied=False))
         if result.internal_errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if changed else EXIT_CLEAN
@@ -411,8 +414,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
             raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
 
     if options.show_fixes:
-        for line in views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix):
-            _say(err, line)
+        _say_lines(err, views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix))
     if fmt not in MACHINE_FORMATS and not options.quiet and not options.statistics:
         if fixed:
             _say(err, f"Fixed {_plural(fixed, 'finding')}.")
@@ -422,7 +424,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         if not (options.fix or options.diff):
             if fixable:
                 _say(err, f"[*] {len(fixable)} fixable with the `--fix` option.")
-            _hint_unsafe(err, diagnostics, options)
+            _say_lines(err, views.unsafe_hint(diagnostics, options.unsafe_fixes))
     if result.internal_errors:
         return EXIT_ERROR
     if options.exit_non_zero_on_fix and changed:
@@ -430,49 +432,20 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
 
 
-def _hint_unsafe(err: Console, diagnostics: list[Diagnostic], options: CheckOptions, diff: bool = False) -> None:
-    """Say how many unsafe fixes were left out, and how to preview them with `--diff`."""
-    from kllint.fix import is_applicable
-
-    if options.unsafe_fixes:
-        return
-    unsafe = sum(1 for d in diagnostics if is_applicable(d, True) and not is_applicable(d, False))
-    if unsafe:
-        how = "add `--unsafe-fixes` to see them" if diff else (
-            "`--unsafe-fixes --diff` shows them, `--fix --unsafe-fixes` applies them")
-        _say(err, f"{_plural(unsafe, 'hidden fix')} can be enabled with the `--unsafe-fixes` option ({how}).")
-
-
 def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate. A
-    finding the checker contradicts is kept and says so.
+    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate
+    (`kllint.gradcheck.confirm.confirm_findings`).
 
     Raises:
         UsageError: neither PyTorch nor JAX is installed (one line naming the extra).
     """
-    from dataclasses import replace
+    from kllint.gradcheck.confirm import confirm_findings as confirm_all
+    from kllint.gradcheck.errors import GradcheckError
 
-    import importlib.util
-
-    from kllint.gradcheck.confirm import confirm_estimate
-    from kllint.gradcheck.errors import MissingFrameworkError
-
-    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
-    if not have["numpy"] or not (have["torch"] or have["jax"]):
-        raise UsageError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
-                         "pip install 'kllint[torch]' or 'kllint[jax]'")
-
-    confirmed = []
-    for diagnostic in diagnostics:
-        if diagnostic.estimate is None:
-            confirmed.append(diagnostic)
-            continue
-        try:
-            verdict = confirm_estimate(diagnostic.estimate, diagnostic.code)
-        except MissingFrameworkError as exc:
-            raise UsageError(str(exc)) from None
-        confirmed.append(replace(diagnostic, confirmed=verdict))
-    return confirmed
+    try:
+        return confirm_all(diagnostics)
+    except GradcheckError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:

@@ -93,3 +93,19 @@ def fix_lines(diagnostics: list[Diagnostic], applied: bool) -> list[str]:
     head = "Fixed:" if applied else "Fixable with --fix:"
     return [head] + [f"  {d.path}:{d.span.line}:{d.span.column}: {d.code} [{d.name}] "
                      f"{d.fix.description if d.fix else ''}".rstrip() for d in diagnostics]
+
+
+def unsafe_hint(diagnostics: list[Diagnostic], unsafe_fixes: bool, diff: bool = False) -> list[str]:
+    """How many unsafe fixes were left out, and how to preview them with `--diff` (empty when
+    there are none or `--unsafe-fixes` is on)."""
+    from kllint.fix import is_applicable
+
+    if unsafe_fixes:
+        return []
+    unsafe = sum(1 for d in diagnostics if is_applicable(d, True) and not is_applicable(d, False))
+    if not unsafe:
+        return []
+    fixes = "1 hidden fix" if unsafe == 1 else f"{unsafe} hidden fixes"
+    how = ("Add `--unsafe-fixes` to include them in the diff." if diff else
+           "Preview them with `--unsafe-fixes --diff` (they change the training gradient on purpose).")
+    return [f"{fixes} can be enabled with the `--unsafe-fixes` option.", how]

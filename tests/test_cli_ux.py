@@ -145,14 +145,14 @@ def test_fixable_markers_and_unsafe_hints(project):
     concise = run_cli(["check", "--no-cache", "--output-format", "concise", "pkg"])
     assert "pkg/loss.py:4:12: KL102 [*] BAD" in concise.stdout
     assert "pkg/risky.py:2:12: KL201 RISKY" in concise.stdout  # unsafe: not fixed by --fix alone
-    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option" in concise.stderr
-    assert "`--unsafe-fixes --diff` shows them" in concise.stderr
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option.\n" in concise.stderr
+    assert "Preview them with `--unsafe-fixes --diff`" in concise.stderr
     unsafe = run_cli(["check", "--no-cache", "--output-format", "concise", "--unsafe-fixes", "pkg"])
     assert "pkg/risky.py:2:12: KL201 [*] RISKY" in unsafe.stdout
     diff = run_cli(["check", "--no-cache", "--diff", "pkg"])
     assert diff.exit_code == 1 and "+    return GOOD(x)" in diff.stdout
-    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option (add `--unsafe-fixes` to see them)" \
-        in diff.stderr
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option.\n" in diff.stderr
+    assert "Add `--unsafe-fixes` to include them in the diff." in diff.stderr
     full = run_cli(["check", "--no-cache", "pkg/loss.py"])
     assert "KL102 [k3-as-loss] [*] BAD" in full.stdout
 

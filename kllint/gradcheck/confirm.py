@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from kllint.diagnostics import Estimate
+from kllint.diagnostics import Diagnostic, Estimate
 from kllint.gradcheck import verdict as V
 
 ALLOWED_MODULE_PREFIXES = ("torch", "jax", "jaxlib", "numpy", "math", "optax", "flax", "einops")
@@ -231,3 +231,24 @@ def _confirm(estimate: Estimate, code: str) -> dict[str, Any]:
         "extreme_input_finite": result.extreme_input_finite,
         "notes": notes,
     }
+
+
+def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Attach `confirm_estimate`'s result to each finding with an estimate (`confirmed`); a
+    finding the checker contradicts is kept, and its result says so.
+
+    Raises:
+        kllint.gradcheck.errors.GradcheckError: neither PyTorch nor JAX (with numpy) is installed,
+            or the framework an estimate needs is missing.
+    """
+    import importlib.util
+    from dataclasses import replace
+
+    from kllint.gradcheck.errors import GradcheckError
+
+    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
+    if not have["numpy"] or not (have["torch"] or have["jax"]):
+        raise GradcheckError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
+                             "pip install 'kllint[torch]' or 'kllint[jax]'")
+    return [d if d.estimate is None else replace(d, confirmed=confirm_estimate(d.estimate, d.code))
+            for d in diagnostics]
