@@ -107,6 +107,7 @@ def _commit(project, files: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.network  # pre-commit builds the hook venv: pip fetches the dependencies
 def test_commit_with_finding_fails_and_clean_commit_passes(project):
     broken = _commit(project, {"bad.py": "def f(:\n    pass\n"})
     output = broken.stdout + broken.stderr
@@ -122,12 +123,14 @@ def test_commit_with_finding_fails_and_clean_commit_passes(project):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_force_exclude_keeps_configured_excludes(project):
     result = _commit(project, {"generated/bad.py": "def f(:\n    pass\n", "ok.py": "x = 1\n"})
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_analysis_e2e_k3_commit_fails_with_kl102(project):
     """Needs the real analysis (kllint/analysis): fails until it lands."""
     result = _commit(project, {"grpo.py": K3_LOSS})
