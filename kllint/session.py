@@ -259,7 +259,7 @@ def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Conso
         item = by_display.get(display)
         if item is None:
             continue
-        mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
+        mine = [d for d in diagnostics if d.path == display and d.code not in ("KL900", "KL901")]
         try:
             text = read_source(item.path)
             new_text, count = add_noqa(text, mine)
