@@ -336,7 +336,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         return EXIT_CLEAN
-    if not files:
+    if not files and not options.quiet:
         _say(err, f"kllint: warning: no Python files found under {', '.join(options.paths)}")
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (

@@ -40,6 +40,7 @@ def test_no_python_file_is_said_on_stderr(project):
     assert result.exit_code == 0
     assert result.stdout == ""
     assert "kllint: warning: no Python files found under empty" in result.stderr
+    assert run_cli(["check", "--no-cache", "-q", "empty"]).stderr == ""
 
 
 def test_quiet_prints_findings_only(project):
