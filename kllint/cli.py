@@ -60,8 +60,8 @@ def cli() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
 @click.option("--confirm", is_flag=True,
-              help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
-                   "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
+              help="Confirm each finding with the runtime gradient checker (needs the torch or the jax extra "
+                   "of kllint). WARNING: this evaluates the estimate expressions of your code.")
 @click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only: no summary or hints on stderr.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also list on stderr each file analysed, skipped by the prefilter or cached, and analyses abandoned.")

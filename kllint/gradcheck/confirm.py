@@ -249,6 +249,6 @@ def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
     if not have["numpy"] or not (have["torch"] or have["jax"]):
         raise GradcheckError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
-                             "pip install 'kllint[torch]' or 'kllint[jax]'")
+                             "pip install torch numpy (kllint's `torch` extra) or jax jaxlib numpy (the `jax` extra)")
     return [d if d.estimate is None else replace(d, confirmed=confirm_estimate(d.estimate, d.code))
             for d in diagnostics]
