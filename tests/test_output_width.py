@@ -65,6 +65,19 @@ def test_long_line_with_span_at_the_start_is_cropped_on_the_right(tmp_path, monk
     assert _marked(code_line, caret_line) == TERM
 
 
+def test_files_and_pipes_get_whole_lines(tmp_path, monkeypatch):
+    from kllint.session import _Context, render
+
+    monkeypatch.chdir(tmp_path)
+    line = "    loss = " + " + ".join(f"weight_{i} * term_{i}" for i in range(30)) + " + " + TERM
+    (tmp_path / "m.py").write_text("import torch\n" + line + "\n")
+    column = line.index(TERM) + 1
+    d = Diagnostic("KL102", "k3-as-loss", "error", "m.py", Span(2, column, 2, column + len(TERM)), "k3 as a loss")
+    out = render("full", [d], _Context(frozenset(), []))
+    code_line, caret_line = _frame(out.splitlines())
+    assert code_line.endswith(line) and _marked(code_line, caret_line) == TERM
+
+
 def test_frame_shift():
     assert text.frame_shift(10, 5, 60) == 0
     shift = text.frame_shift(150, 20, 60)

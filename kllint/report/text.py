@@ -1,8 +1,9 @@
 """Full output (rich): code frame, message, the trace as numbered steps, and the rewrite.
 
 Prose (the message, the trace, the help) soft-wraps at the console width. Code-frame lines are
-never wrapped: a line wider than the console is cropped, and shifted left when the finding
-starts past the visible part, so the carets always stay under the code they mark.
+never wrapped: on a terminal, a line wider than the console is cropped, and shifted left when
+the finding starts past the visible part, so the carets always stay under the code they mark.
+A soft-wrapping console (files and pipes) gets whole lines.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def _frame(d: Diagnostic, lines: list[str], console: Console) -> None:
     if not 0 < d.span.line <= len(lines):
         return
     gutter = len(str(d.span.end_line)) + 1
-    room = max(console.width - gutter - 3, 20)
+    # a soft-wrapping console (a file or a pipe) keeps whole lines: nothing wraps there anyway
+    room = 1_000_000 if console.soft_wrap else max(console.width - gutter - 3, 20)
     first = lines[d.span.line - 1]
     end = d.span.end_column if d.span.end_line == d.span.line else len(first) + 1
     # columns count characters; tabs and wide characters are laid out as displayed
