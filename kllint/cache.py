@@ -337,8 +337,9 @@ class ResultCache:
             if not all(isinstance(d, Diagnostic) for d in found):
                 raise TypeError("not a list of diagnostics")
             diagnostics = list(found)
-            if entry["filtered"] and found:
-                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
+            warnings: list[str] = []
+            if entry["filtered"]:  # also without findings: KL901 audits the suppressions
+                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path, warnings)
             gave_up = entry.get("gave_up", [])
             if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
                 raise TypeError("gave_up is not a list of strings")
@@ -347,7 +348,7 @@ class ResultCache:
             return None
         self.hits += 1
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
-                       gave_up=gave_up)
+                       gave_up=gave_up, warnings=warnings)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""

@@ -60,17 +60,36 @@ def cli() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
 @click.option("--confirm", is_flag=True,
-              help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
-                   "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
+              help="Confirm each finding with the runtime gradient checker (needs the torch or the jax extra "
+                   "of kllint). WARNING: this evaluates the estimate expressions of your code.")
 @click.option("--stdin-filename", default=None, metavar="PATH",
               help="With `-` (read the source from stdin): the file's path, for configuration, module "
                    "resolution and the reported path.")
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only: no summary or hints on stderr.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also list on stderr each file analysed, skipped by the prefilter or cached, and analyses abandoned.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit 0.")
+@click.option("--show-settings", is_flag=True,
+              help="Print the settings that apply to the first file found (or the current folder), then exit 0.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the output (the chosen format, --statistics or --diff) to this file instead of stdout.")
+@click.option("--exclude", multiple=True, metavar="PATTERN",
+              help="Exclude these gitignore-style patterns (comma-separated; replaces `exclude` of the configuration).")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERN",
+              help="Exclude these patterns in addition to the configured ones (comma-separated).")
+@click.option("--show-fixes", is_flag=True,
+              help="List the findings fixed (with --fix) or that --fix would fix, on stderr.")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="With --fix, exit 1 when a file was changed, even if no finding remains.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
           baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
           jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool,
-          stdin_filename: str | None) -> None:
+          stdin_filename: str | None = None, quiet: bool = False,
+          verbose: bool = False, show_files: bool = False, show_settings: bool = False,
+          output_file: str | None = None, exclude: tuple[str, ...] = (), extend_exclude: tuple[str, ...] = (),
+          show_fixes: bool = False, exit_non_zero_on_fix: bool = False) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -84,6 +103,9 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
         write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir, confirm=confirm,
+        quiet=quiet, verbose=verbose, show_files=show_files, show_settings=show_settings, output_file=output_file,
+        exclude=exclude or None, extend_exclude=extend_exclude, show_fixes=show_fixes,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
     )
     try:
         code = run_check(options)
@@ -136,11 +158,22 @@ def server() -> None:
 
 
 @cli.command(name="rules")
-def list_rules() -> None:
-    """List every rule: code, name and one-line summary."""
+@click.option("--output-format", type=click.Choice(("text", "json")), default="text", show_default=True,
+              help="A table for people, or a JSON array of {code, name, severity, summary, default}.")
+def list_rules(output_format: str) -> None:
+    """List every rule: code, name and one-line summary (opt-in rules are marked)."""
+    from kllint.rules.registry import OPT_IN
+
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps([{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary,
+                                "default": r.code not in OPT_IN} for r in RULES], indent=2))
+        return
     width = max(len(r.name) for r in RULES)
     for info in RULES:
-        click.echo(f"{info.code}  {info.name:<{width}}  {info.summary}")
+        opt_in = "  (opt-in)" if info.code in OPT_IN else ""
+        click.echo(f"{info.code}  {info.name:<{width}}  {info.summary}{opt_in}")
 
 
 def _register_gradcheck() -> None:

@@ -210,11 +210,15 @@ class CliOverrides:
     """Options given on the command line, applied on top of every configuration file (Ruff-style).
 
     `select` replaces the configured selection; `extend_select` and `ignore` add to it.
+    `exclude` replaces the configured exclude patterns (the default ones stay), `extend_exclude`
+    adds to them; patterns are relative to the folder of the configuration file, as there.
     """
 
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None  # replaces the configured `exclude` (defaults kept)
+    extend_exclude: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raises ConfigError when a selector names no rule."""
@@ -230,6 +234,8 @@ class CliOverrides:
             select=self.select if self.select is not None else settings.select,
             extend_select=settings.extend_select + self.extend_select,
             ignore=settings.ignore + self.ignore,
+            exclude=DEFAULT_EXCLUDES + self.exclude if self.exclude is not None else settings.exclude,
+            extend_exclude=settings.extend_exclude + self.extend_exclude,
         )
 
 

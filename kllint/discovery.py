@@ -106,8 +106,10 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
              cwd: Path | None = None) -> Iterator[Discovered]:
     """Yield the Python files under `paths`, sorted per directory, without duplicates.
 
-    Files named explicitly are always checked unless `force_exclude` applies the excludes to
-    them too (the pre-commit hook passes `--force-exclude`). `settings` is a `Settings` or a
+    Files and folders named explicitly are always checked, even under an excluded folder such
+    as `build/` or `venv/`, unless `force_exclude` applies the excludes to them too (the
+    pre-commit hook passes `--force-exclude`); the excludes always apply to what is discovered
+    below a named folder. `settings` is a `Settings` or a
     `SettingsResolver`; each folder is judged by the settings of its closest configuration.
 
     Raises:
@@ -131,10 +133,12 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
             seen.add(resolved)
             yield Discovered(start, _display(resolved, cwd) if not start.is_absolute() else start.as_posix())
             continue
-        if force_exclude:
-            own = settings.for_path(start.resolve())
-            if is_excluded(start, own, own.root or cwd, is_dir=True):
-                continue
+        own = settings.for_path(start.resolve())
+        named_excluded = is_excluded(start, own, own.root or cwd, is_dir=True)
+        if force_exclude and named_excluded:
+            continue
+        # a folder named on the command line is checked even if an exclude (`build`, `venv`)
+        # matches it or a folder above it: below it, the patterns apply relative to it
         ignores: list[tuple[Path, pathspec.PathSpec]] = []
         for folder, dirnames, filenames in os.walk(start):
             here = Path(folder)
@@ -142,7 +146,8 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
             local = settings.for_path(here_resolved)
             spec = _exclude_spec(local)
             try:
-                here_rel = here_resolved.relative_to((local.root or cwd).resolve()).as_posix()
+                here_rel = None if named_excluded else (
+                    here_resolved.relative_to((local.root or cwd).resolve()).as_posix())
             except ValueError:
                 here_rel = None
             if local.respect_gitignore:

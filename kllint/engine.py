@@ -34,7 +34,12 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     files_checked: int = 0
-    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on
+    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on (listed by `-v`)
+    # per file shown to the user: how it was handled ("analysed", "skipped by the prefilter",
+    # "cached") and notes on it (e.g. an analysis abandoned, with the reason); for `-v`
+    file_status: dict[str, str] = field(default_factory=dict)
+    file_notes: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # shown on stderr; the exit code is unchanged
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -58,13 +63,25 @@ def _per_file_ignored(display: str, settings: Settings, path: Path | None = None
 
 
 def filter_found(found: list[Diagnostic], text: str, display: str, settings: Settings,
-                 path: Path | None = None) -> list[Diagnostic]:
-    """Keep the findings of selected codes that no per-file-ignore or inline suppression hides."""
-    if not found:
+                 path: Path | None = None, warnings: list[str] | None = None) -> list[Diagnostic]:
+    """Keep the findings of selected codes that no per-file-ignore or inline suppression hides,
+    and add KL901 (unused suppressions) when it is selected. `warnings` collects the unknown
+    codes of the suppression comments."""
+    from kllint.suppression_audit import UNUSED_CODE, unknown_codes, unused_suppressions
+
+    if warnings is not None:
+        warnings.extend(unknown_codes(text, display))
+    audit = UNUSED_CODE in settings.active_codes
+    if not found and not audit:
         return []
     active = settings.active_codes - _per_file_ignored(display, settings, path)
     suppressions = Suppressions.parse(text, blanket_noqa=settings.blanket_noqa)
-    return [d for d in found if d.code in active and not suppressions.hides(d)]
+    kept = [d for d in found if d.code in active and not suppressions.hides(d)]
+    if audit and UNUSED_CODE in active:
+        kept.extend(d for d in unused_suppressions(text, display, found, frozenset(active))
+                    if not suppressions.hides(d))
+        kept.sort(key=lambda d: d.sort_key)
+    return kept
 
 
 @dataclass
@@ -86,6 +103,9 @@ class Outcome:
     digest: str | None = None
     deps: dict[str, list[str | None] | None] | None = None
     gave_up: list[str] = field(default_factory=list)  # functions the analysis abandoned (`check -v`)
+    skipped: bool = False  # skipped by the prefilter (`check -v`)
+    file_notes: list[str] = field(default_factory=list)  # remarks on the file for `check -v`
+    warnings: list[str] = field(default_factory=list)  # e.g. unknown codes in suppressions (stderr)
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -127,7 +147,8 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
     outcome = _analyse_python(virtual, settings, index, False, prefilter)
     return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
                    [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
-                   outcome.errors, outcome.filtered)
+                   outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
+                   file_notes=outcome.file_notes, warnings=outcome.warnings)
 
 
 def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
@@ -160,7 +181,9 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
         return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
                                          error.offset or 1)], digest)
     if prefilter and not might_matter(text, settings.vocab):
-        return _final([], digest)
+        outcome = _final([], digest)
+        outcome.skipped = True
+        return outcome
     from kllint.analysis.checker import check_source
 
     tracking = track and index is not None and hasattr(index, "begin_tracking")
@@ -173,16 +196,20 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)
     except RecursionError:
-        return _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
+        outcome = _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
+        outcome.file_notes.append("analysis abandoned: expression nesting too deep")
+        return outcome
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"])
+        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"],
+                       file_notes=[f"analysis abandoned: internal error ({type(exc).__name__})"])
     deps = None
     if tracking:
         from kllint.cache import dependency_digests
 
         deps = dependency_digests(index.tracked_paths(), index)
-    return Outcome(found, filter_found(found, text, display, settings, item.path), filtered=True,
-                   digest=digest, deps=deps, gave_up=gave_up)
+    warnings: list[str] = []
+    return Outcome(found, filter_found(found, text, display, settings, item.path, warnings), filtered=True,
+                   digest=digest, deps=deps, gave_up=gave_up, warnings=warnings)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
@@ -229,11 +256,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             progress(files[position])
 
     pending: list[int] = []
+    cached: set[int] = set()
     for position, item in enumerate(files):
         hit = cache.lookup(item, per_file[position]) if cache is not None and cacheable(item) else None
         if hit is None:
             pending.append(position)
         else:
+            cached.add(position)
             outcomes[position] = hit
             if progress is not None:
                 progress(item)
@@ -253,12 +282,17 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     result = RunResult()
     seen: set[tuple] = set()
-    for item, outcome in zip(files, outcomes):
+    for position, (item, outcome) in enumerate(zip(files, outcomes)):
         if outcome is None:  # cannot happen; never lose the run over it
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
         result.internal_errors.extend(outcome.errors)
         result.abandoned.extend(outcome.gave_up)
+        result.file_status[item.display] = ("cached" if position in cached else
+                                            "skipped by the prefilter" if outcome.skipped else "analysed")
+        if outcome.file_notes:
+            result.file_notes[item.display] = list(outcome.file_notes)
+        result.warnings.extend(outcome.warnings)
         for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)
             if key not in seen:

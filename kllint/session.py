@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 MACHINE_FORMATS = ("json", "sarif", "github")
 PROGRESS_THRESHOLD = 200
-SUMMARY_FILE_LIMIT = 20
 
 
 class UsageError(Exception):
@@ -60,6 +59,15 @@ class CheckOptions:
     cache_dir: str | None = None
     confirm: bool = False
     stdin_filename: str | None = None
+    quiet: bool = False
+    verbose: bool = False
+    show_files: bool = False
+    show_settings: bool = False
+    output_file: str | None = None
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    show_fixes: bool = False
+    exit_non_zero_on_fix: bool = False
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -91,6 +99,7 @@ class _Context:
     selected: frozenset[str]
     internal_errors: list[str]
     sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
+    unsafe_fixes: bool = False
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
@@ -102,7 +111,7 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
     if fmt == "concise":
         from kllint.report import concise
 
-        return concise.render(diagnostics)
+        return concise.render(diagnostics, unsafe=context.unsafe_fixes)
     if fmt == "sarif":
         from kllint.report import sarif
 
@@ -115,7 +124,7 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
 
     buffer = io.StringIO()
     text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True),
-                sources=context.sources)
+                sources=context.sources, unsafe=context.unsafe_fixes)
     return buffer.getvalue()
 
 
@@ -124,7 +133,7 @@ def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, st
         from kllint.report import text
 
         text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
-                                         highlight=False), sources=context.sources)
+                                         highlight=False), sources=context.sources, unsafe=context.unsafe_fixes)
         return
     stdout.write(render(fmt, diagnostics, context))
     stdout.flush()
@@ -139,6 +148,8 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError(f"--jobs must be at least 1, not {options.jobs}")
     if options.no_cache and options.cache_dir:
         raise UsageError("--no-cache and --cache-dir cannot be used together")
+    if options.quiet and options.verbose:
+        raise UsageError("--quiet and --verbose cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
     from kllint.stdin import StdinUsageError, check_usage
@@ -174,7 +185,16 @@ def open_cache(options: CheckOptions) -> "ResultCache | None":
     from kllint.cache import ResultCache, default_directory
 
     directory = Path(options.cache_dir) if options.cache_dir else default_directory(options.paths)
-    return ResultCache.open(directory)
+    if options.cache_dir:  # asked for by name: a folder that cannot be created is an error
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--cache-dir {options.cache_dir}: cannot create the folder: "
+                             f"{exc.strerror or exc}") from None
+    cache = ResultCache.open(directory)
+    if cache is None and options.cache_dir:
+        raise UsageError(f"--cache-dir {options.cache_dir}: cannot write the cache there")
+    return cache
 
 
 def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
@@ -196,8 +216,10 @@ def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) 
 
 def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
                  result: RunResult, stdout: TextIO, err: Console,
-                 buffers: dict[str, str] | None = None) -> tuple[int, bool]:
+                 buffers: dict[str, str] | None = None,
+                 fixed_list: list[Diagnostic] | None = None) -> tuple[int, bool]:
     """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed).
+    The findings fixed are added to `fixed_list`.
 
     Items held in memory (stdin) are not written: their fixed text goes to `buffers`."""
     from kllint.fix import FixError, fix_text, is_applicable, unified_diff, write_atomic
@@ -236,6 +258,8 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
             continue
         changed = True
         fixed += len(outcome.fixed)
+        if fixed_list is not None:
+            fixed_list.extend(outcome.fixed)
         if options.diff:
             stdout.write((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text))
             continue
@@ -263,7 +287,7 @@ def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Conso
         item = by_display.get(display)
         if item is None:
             continue
-        mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
+        mine = [d for d in diagnostics if d.path == display and d.code not in ("KL900", "KL901")]
         try:
             text = read_source(item.path)
             new_text, count = (add_noqa_notebook if is_notebook(item.path) else add_noqa)(text, mine)
@@ -285,20 +309,40 @@ def _say(err: Console, message: str) -> None:
     err.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
+def _say_lines(err: Console, lines: list[str]) -> None:
+    for line in lines:
+        _say(err, line)
+
+
 def run_check(options: CheckOptions, stdout: TextIO | None = None,
               err: Console | None = None, is_terminal: Callable[[], bool] | None = None) -> int:
     """Run `kllint check` with `options`; returns the exit code (0 clean, 1 findings remain).
+    With `options.output_file`, what would go to stdout is written to that file.
 
     Raises:
         UsageError: invalid options, configuration, paths, baseline or report files.
     """
-    stdout = stdout or sys.stdout
-    err = err or stderr_console()
+    if options.output_file is None:
+        return _run_check(options, stdout or sys.stdout, err or stderr_console(), is_terminal)
+    try:
+        handle = open(options.output_file, "w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise UsageError(f"--output-file {options.output_file}: cannot write: {exc.strerror or exc}") from None
+    with handle:
+        return _run_check(options, handle, err or stderr_console(), is_terminal)
+
+
+def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
+               is_terminal: Callable[[], bool] | None = None) -> int:
+    from kllint import views
+
     reports = _validate(options)
     try:
         resolver = SettingsResolver(
             CliOverrides(select=split_codes(options.select) if options.select else None,
-                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore)),
+                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore),
+                         exclude=split_codes(options.exclude) if options.exclude else None,
+                         extend_exclude=split_codes(options.extend_exclude)),
             config=Path(options.config) if options.config else None, isolated=options.isolated)
         run_settings = resolver.for_path(Path.cwd())
     except ConfigError as exc:
@@ -314,21 +358,36 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
             raise UsageError(str(exc)) from None
 
     files, buffers = _discover(options, resolver)  # buffers: stdin's text, fixed in place by --fix
+    if options.show_files or options.show_settings:
+        try:
+            stdout.write(views.show_files(files) if options.show_files else views.show_settings(resolver, files))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        return EXIT_CLEAN
+    if not files and not options.quiet:
+        _say(err, f"kllint: warning: no Python files found under {', '.join(options.paths)}")
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
     jobs = options.jobs if options.jobs is not None else default_jobs()
+    cache = open_cache(options)
     try:
-        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=open_cache(options))
+        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     for note in result.internal_errors:
         _say(err, f"kllint: {note}")
+    if not options.quiet:
+        for warning in result.warnings:
+            _say(err, f"kllint: {warning}")
+    if options.verbose:
+        _say_lines(err, [f"kllint: {line}" for line in views.verbose_lines(result)])
     errors_before = len(result.internal_errors)
 
     fixed, changed = 0, False
+    fixed_list: list[Diagnostic] = []
     if options.fix or options.diff:
-        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, buffers)
+        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, buffers, fixed_list)
     if buffers and options.fix and not options.diff:  # as Ruff: the fixed source on stdout, findings on stderr
         stdout.write("".join(buffers.values()))
         stdout.flush()
@@ -336,7 +395,11 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     for note in result.internal_errors[errors_before:]:
         _say(err, f"kllint: {note}")
     if options.diff:
-        _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
+        if not options.quiet:
+            _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
+            _say_lines(err, views.unsafe_hint(result.diagnostics, options.unsafe_fixes, diff=True))
+        if options.show_fixes:
+            _say_lines(err, views.fix_lines(fixed_list, applied=False))
         if result.internal_errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if changed else EXIT_CLEAN
@@ -363,11 +426,18 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         _say(err, f"Added {_plural(added, 'noqa directive')}.")
         return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
 
+    from kllint.fix import is_applicable
+
     selected: set[str] = set(run_settings.active_codes)
     for settings in resolver.used():
         selected |= settings.active_codes
-    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None)
-    _write_stdout(fmt, diagnostics, context, stdout)
+    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes)
+    fixable = [d for d in diagnostics if is_applicable(d, options.unsafe_fixes)]
+    if options.statistics:  # the table is the output, as in Ruff
+        stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
+        stdout.flush()
+    else:
+        _write_stdout(fmt, diagnostics, context, stdout)
     for report_fmt, path in reports:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -375,17 +445,9 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         except OSError as exc:
             raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
 
-    human = fmt not in MACHINE_FORMATS
-    big_run = len(files) > PROGRESS_THRESHOLD
-    if options.statistics:
-        from kllint.report import summary
-
-        err.out(summary.tables(diagnostics), end="", highlight=False)
-    elif human and big_run:
-        from kllint.report import summary
-
-        err.out(summary.tables(diagnostics, SUMMARY_FILE_LIMIT), end="", highlight=False)
-    if human:
+    if options.show_fixes:
+        _say_lines(err, views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix))
+    if fmt not in MACHINE_FORMATS and not options.quiet and not options.statistics:
         if fixed:
             _say(err, f"Fixed {_plural(fixed, 'finding')}.")
         if hidden:
@@ -395,49 +457,30 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
             _say(err, f"The analysis gave up on {_plural(len(result.abandoned), 'function')} "
                       "(a finding on those paths may be missing; `-v` lists them).")
         if not (options.fix or options.diff):
-            from kllint.fix import is_applicable
-
-            safe = sum(1 for d in diagnostics if is_applicable(d, options.unsafe_fixes))
-            unsafe = sum(1 for d in diagnostics if is_applicable(d, True)) - safe
-            if safe:
-                _say(err, f"[*] {safe} fixable with the `--fix` option.")
-            if unsafe:
-                _say(err, f"{_plural(unsafe, 'hidden fix')} can be enabled with the `--unsafe-fixes` option.")
+            if fixable:
+                _say(err, f"[*] {len(fixable)} fixable with the `--fix` option.")
+            _say_lines(err, views.unsafe_hint(diagnostics, options.unsafe_fixes))
     if result.internal_errors:
         return EXIT_ERROR
+    if options.exit_non_zero_on_fix and changed:
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
 
 
 def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate. A
-    finding the checker contradicts is kept and says so.
+    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate
+    (`kllint.gradcheck.confirm.confirm_findings`).
 
     Raises:
         UsageError: neither PyTorch nor JAX is installed (one line naming the extra).
     """
-    from dataclasses import replace
+    from kllint.gradcheck.confirm import confirm_findings as confirm_all
+    from kllint.gradcheck.errors import GradcheckError
 
-    import importlib.util
-
-    from kllint.gradcheck.confirm import confirm_estimate
-    from kllint.gradcheck.errors import MissingFrameworkError
-
-    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
-    if not have["numpy"] or not (have["torch"] or have["jax"]):
-        raise UsageError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
-                         "pip install 'kllint[torch]' or 'kllint[jax]'")
-
-    confirmed = []
-    for diagnostic in diagnostics:
-        if diagnostic.estimate is None:
-            confirmed.append(diagnostic)
-            continue
-        try:
-            verdict = confirm_estimate(diagnostic.estimate, diagnostic.code)
-        except MissingFrameworkError as exc:
-            raise UsageError(str(exc)) from None
-        confirmed.append(replace(diagnostic, confirmed=verdict))
-    return confirmed
+    try:
+        return confirm_all(diagnostics)
+    except GradcheckError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:

@@ -245,11 +245,19 @@ def test_corrupt_and_foreign_entries_are_misses(project):
     assert cache.hits == 3
 
 
-def test_cache_that_cannot_be_created_is_skipped(project):
+def test_cache_dir_that_cannot_be_created_is_an_error(project):
     blocker = project / "not-a-folder"
     blocker.write_text("")
     assert ResultCache.open(blocker / "cache") is None
     result = CliRunner().invoke(cli, ["check", "--output-format", "json", "--cache-dir", str(blocker / "cache"), "pkg"])
+    assert result.exit_code == 2  # named by the user: not silently ignored
+    assert "--cache-dir" in result.stderr and "cannot create" in result.stderr
+    assert result.stdout == ""
+
+
+def test_default_cache_that_cannot_be_created_is_skipped(project):
+    (project / ".kllint_cache").write_text("")  # a file where the default cache folder goes
+    result = CliRunner().invoke(cli, ["check", "--output-format", "json", "pkg"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)
 
