@@ -210,7 +210,8 @@ def implementation_digest() -> str:
 # applied afresh to every hit (`engine.filter_found`), the others act before the analysis
 # (discovery) or after it (output).
 _APPLIED_ON_HITS = ("select", "extend_select", "ignore", "per_file_ignores", "blanket_noqa",
-                    "exclude", "extend_exclude", "respect_gitignore", "output_format")
+                    "exclude", "extend_exclude", "respect_gitignore", "output_format",
+                    "time_budget")  # a result that ran out of time is never stored
 
 
 def settings_digest(settings: Settings) -> str:

@@ -59,6 +59,8 @@ def cli() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
+@click.option("--time-budget", type=float, default=None, metavar="SECONDS",
+              help="Stop the analysis of a file after SECONDS (default: 10, or `time-budget`; 0: no limit).")
 @click.option("--confirm", is_flag=True,
               help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
                    "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
@@ -66,7 +68,8 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
           baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
-          jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool) -> None:
+          jobs: int | None, no_cache: bool, cache_dir: str | None, time_budget: float | None,
+          confirm: bool) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -80,6 +83,7 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
         write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir, confirm=confirm,
+        time_budget=time_budget,
     )
     try:
         code = run_check(options)

@@ -16,7 +16,8 @@ from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
 from kllint.rules.registry import BY_CODE, select_codes
-from kllint.source import decode_source
+from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
+from kllint.source import FileTooLargeError, NotRegularFileError, decode_source, read_regular
 from kllint.suppression import Suppressions
 
 if TYPE_CHECKING:
@@ -29,11 +30,21 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 
 @dataclass
 class RunResult:
-    """Diagnostics of a run, sorted; `internal_errors` are one-line notes for stderr."""
+    """Diagnostics of a run, sorted; `internal_errors` are one-line notes for stderr (exit 2),
+    `notes` other one-line remarks for stderr, `stopped` the files whose analysis ran out of time."""
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     files_checked: int = 0
+    notes: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+
+def parse_failure(error: SyntaxError) -> str:
+    """The message of a KL900 for a file that does not parse; never empty."""
+    if getattr(error, "newer_python", False):
+        return error.msg
+    return f"cannot parse: {error.msg or type(error).__name__}"
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -73,6 +84,8 @@ class Outcome:
     `found` is what the analysis gave before selection and suppressions (what the cache keeps),
     `diagnostics` what is reported; `filtered` says whether `found` goes through `filter_found`
     (false for KL900 notes about unreadable or unparsable files, which are always reported).
+    `notes` are one-line remarks for stderr that are not errors; `stopped` says the analysis ran
+    out of its time budget (`abandoned`: its thread did not stop, so its index must be dropped).
     `digest` is the sha256 of the bytes checked (None when unreadable) and `deps` the project
     module files the analysis looked at, each with [sha256, code digest, real path] (None: it must
     not exist; `kllint.cache.dependency_digests`); both only when the run keeps a cache (`track=True`).
@@ -84,6 +97,9 @@ class Outcome:
     filtered: bool = False
     digest: str | None = None
     deps: dict[str, list[str | None] | None] | None = None
+    notes: list[str] = field(default_factory=list)
+    stopped: bool = False
+    abandoned: bool = False
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -99,13 +115,15 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
 
     display = item.display
     try:
-        raw = item.path.read_bytes()
-    except OSError as exc:
-        return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
-    digest = hashlib.sha256(raw).hexdigest() if track else None
-    if len(raw) > MAX_FILE_BYTES:
+        raw = read_regular(item.path, MAX_FILE_BYTES)
+    except FileTooLargeError:
         return _final([syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
-                                                  "not checked")], digest)
+                                                  "not checked")])
+    except NotRegularFileError as exc:
+        return _final([syntax_diagnostic(display, f"{exc}; not checked")])
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop on some versions
+        return _final([syntax_diagnostic(display, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")])
+    digest = hashlib.sha256(raw).hexdigest() if track else None
     try:
         text = decode_source(raw)
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
@@ -113,29 +131,39 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
         line = raw[:start].count(b"\n") + 1
         column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
         reason = (f"byte {start} is not valid {exc.encoding.upper().replace('UTF-8-SIG', 'UTF-8')}"
-                  if isinstance(exc, UnicodeDecodeError) else str(exc))
+                  if isinstance(exc, UnicodeDecodeError) else (str(exc) or type(exc).__name__))
         return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
                       digest)
     # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
     # or not the prefilter lets the file through, and libcst never sees code Python rejects.
     outline, error = parse_or_error(text)
     if error is not None:
-        return _final([syntax_diagnostic(display, f"cannot parse: {error.msg}", error.lineno or 1,
-                                         error.offset or 1)], digest)
+        return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
+                      digest)
     if prefilter and not might_matter(text, settings.vocab):
         return _final([], digest)
+    too_deep = too_long_chain(text, outline)
+    if too_deep is not None:
+        return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
     from kllint.analysis.checker import check_source
 
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
     try:
-        found = check_source(text, display, item.path, settings, index=index, outline=outline)
+        found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
+                                 budget=settings.time_budget)
+    except AnalysisStopped as stop:
+        note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
+        return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
+                                                       "(the time budget, `time-budget`); not checked")],
+                       notes=[note], stopped=True, abandoned=stop.abandoned)
     except SyntaxError as exc:
-        return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
-                      digest)
+        return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
     except RecursionError:
         return _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
+    except MemoryError:
+        return _final([syntax_diagnostic(display, "out of memory while analysing; not checked")])
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
         return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"])
     deps = None
@@ -177,7 +205,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     def done(position: int, outcome: Outcome) -> None:
         outcomes[position] = outcome
-        if cache is not None and not outcome.errors:
+        if cache is not None and not outcome.errors and not outcome.stopped:
             cache.store(files[position], per_file[position], outcome)
         if progress is not None:
             progress(files[position])
@@ -203,7 +231,10 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         index = ProjectIndex()
         with analysis_thresholds():
             for position in pending:
-                done(position, analyse_file(files[position], per_file[position], index, track, prefilter))
+                outcome = analyse_file(files[position], per_file[position], index, track, prefilter)
+                if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
+                    index = ProjectIndex()
+                done(position, outcome)
 
     result = RunResult()
     seen: set[tuple] = set()
@@ -212,6 +243,9 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
         result.internal_errors.extend(outcome.errors)
+        result.notes.extend(outcome.notes)
+        if outcome.stopped:
+            result.stopped.append(item.display)
         for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.span, diagnostic.code)
             if key not in seen:

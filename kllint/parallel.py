@@ -59,13 +59,15 @@ Done = Callable[[int, "Outcome"], None]
 def worth_it(items: list[Discovered]) -> bool:
     """Whether more than THRESHOLD of `items` pass the prefilter (only those need real work;
     starting workers costs about a second each). Reads the files until it knows."""
+    from kllint.engine import MAX_FILE_BYTES
     from kllint.prefilter import might_matter
+    from kllint.source import read_regular
 
     candidates = 0
     for item in items:
         try:
-            text = item.path.read_bytes().decode("utf-8", errors="replace")
-        except OSError:
+            text = read_regular(item.path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+        except (OSError, RuntimeError):
             continue
         if might_matter(text):
             candidates += 1
@@ -129,6 +131,8 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
             outcome = analyse_file(item, settings, _INDEX, track)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
             outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
+        if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
+            _INDEX = ProjectIndex()
         results.append((slot, outcome))
         if _STATUS is not None:
             _STATUS[slot] = _FINISHED

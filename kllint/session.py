@@ -59,6 +59,7 @@ class CheckOptions:
     no_cache: bool = False
     cache_dir: str | None = None
     confirm: bool = False
+    time_budget: float | None = None
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -134,6 +135,8 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--write-baseline cannot be combined with --diff")
     if options.jobs is not None and options.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {options.jobs}")
+    if options.time_budget is not None and not 0 <= options.time_budget < 1e9:
+        raise UsageError(f"--time-budget must be a number of seconds (0: no limit), not {options.time_budget}")
     if options.no_cache and options.cache_dir:
         raise UsageError("--no-cache and --cache-dir cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
@@ -269,7 +272,8 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     try:
         resolver = SettingsResolver(
             CliOverrides(select=split_codes(options.select) if options.select else None,
-                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore)),
+                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore),
+                         time_budget=options.time_budget),
             config=Path(options.config) if options.config else None, isolated=options.isolated)
         run_settings = resolver.for_path(Path.cwd())
     except ConfigError as exc:
@@ -293,7 +297,7 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=open_cache(options))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    for note in result.internal_errors:
+    for note in result.internal_errors + result.notes:
         _say(err, f"kllint: {note}")
     errors_before = len(result.internal_errors)
 
@@ -358,6 +362,10 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         if hidden:
             _say(err, f"{_plural(len(hidden), 'finding')} hidden by the baseline {options.baseline}.")
         _say(err, f"Found {_plural(len(diagnostics), 'finding')} in {_plural(result.files_checked, 'file')}.")
+        if result.stopped:
+            _say(err, f"{_plural(len(result.stopped), 'file')} not checked: the analysis ran past the time budget "
+                      f"({', '.join(result.stopped[:5])}{', ...' if len(result.stopped) > 5 else ''}); "
+                      "raise it with --time-budget or `time-budget`.")
         if not (options.fix or options.diff):
             from kllint.fix import is_applicable
 
