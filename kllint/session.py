@@ -144,9 +144,9 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
     return [parse_report(value) for value in options.reports]
 
 
-def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discovered]:
+def _discover(options: CheckOptions, resolver: SettingsResolver, notes: list[str]) -> list[Discovered]:
     try:
-        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude))
+        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude, notes=notes))
     except (MissingPathError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -288,7 +288,10 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
 
-    files = _discover(options, resolver)
+    discovery_notes: list[str] = []
+    files = _discover(options, resolver, discovery_notes)
+    for note in discovery_notes:
+        _say(err, f"kllint: {note}")
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
