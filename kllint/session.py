@@ -178,77 +178,6 @@ def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress:
         return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache)
 
 
-def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) -> None:
-    result.diagnostics = [d for d in result.diagnostics if d.path != display] + list(remaining)
-    result.diagnostics.sort(key=lambda d: d.sort_key)
-
-
-def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
-                 result: RunResult, stdout: TextIO, err: Console) -> tuple[int, bool]:
-    """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed)."""
-    from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
-
-    by_display = {item.display: item for item in files}
-    fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
-    fixed = 0
-    changed = False
-    for display in fixable:
-        item = by_display.get(display)
-        if item is None:
-            continue
-        settings = resolver.for_path(item.path)
-        current = [d for d in result.diagnostics if d.path == display]
-        try:
-            text = read_source(item.path)
-            outcome = fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current)
-        except FixError as exc:
-            result.internal_errors.append(str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-            result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
-            continue
-        for rejected in outcome.rejected:
-            err.print(f"kllint: {display}:{rejected.span.line}:{rejected.span.column}: fix for "
-                      f"{rejected.code} not applied (the result did not parse or still had the finding)",
-                      markup=False, highlight=False)
-        if not outcome.changed:
-            continue
-        changed = True
-        fixed += len(outcome.fixed)
-        if options.diff:
-            stdout.write(unified_diff(display, outcome.original, outcome.text))
-            continue
-        try:
-            write_atomic(item.path, outcome.text)
-        except FixError as exc:
-            result.internal_errors.append(str(exc))
-            continue
-        _replace_file(result, display, outcome.remaining)
-    return fixed, changed
-
-
-def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Console) -> int:
-    from kllint.fix import FixError, read_source, write_atomic
-    from kllint.suppression import add_noqa
-
-    by_display = {item.display: item for item in files}
-    added = 0
-    for display in sorted({d.path for d in diagnostics}):
-        item = by_display.get(display)
-        if item is None:
-            continue
-        mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
-        try:
-            text = read_source(item.path)
-            new_text, count = add_noqa(text, mine)
-            if count:
-                write_atomic(item.path, new_text)
-        except FixError as exc:
-            raise UsageError(str(exc)) from None
-        added += count
-    return added
-
-
 def _plural(count: int, word: str) -> str:
     if count == 1:
         return f"{count} {word}"
@@ -304,10 +233,19 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         _say(err, f"kllint: {note}")
     errors_before = len(result.internal_errors)
 
+    notes_before = len(result.notes)
     fixed, changed = 0, False
+    root = None
+    if options.fix or options.diff or options.add_noqa:
+        from kllint.cache import project_root
+
+        root = project_root(options.paths)
     if options.fix or options.diff:
-        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err)
-    for note in result.internal_errors[errors_before:]:
+        from kllint import edits
+
+        fixed, changed = edits.apply_fixes(files, resolver, result, unsafe=options.unsafe_fixes, diff=options.diff,
+                                           root=root, stdout=stdout, say=lambda line: _say(err, line))
+    for note in result.internal_errors[errors_before:] + result.notes[notes_before:]:
         _say(err, f"kllint: {note}")
     if options.diff:
         _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
@@ -330,10 +268,18 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     if baseline is not None:
         diagnostics, hidden = baseline.split(diagnostics)
     if options.confirm:
-        diagnostics = confirm_findings(diagnostics)
+        from kllint.edits import fresh_estimates
+
+        diagnostics = confirm_findings(fresh_estimates(files, diagnostics, resolver))  # never the cache's
 
     if options.add_noqa:
-        added = _add_noqa(files, diagnostics, err)
+        from kllint.edits import add_noqa
+
+        errors_before, notes_before = len(result.internal_errors), len(result.notes)
+        keep = (lambda found: baseline.split(found)[0]) if baseline is not None else (lambda found: found)
+        added = add_noqa(files, diagnostics, resolver, result, root, keep)
+        for note in result.internal_errors[errors_before:] + result.notes[notes_before:]:
+            _say(err, f"kllint: {note}")
         _say(err, f"Added {_plural(added, 'noqa directive')}.")
         return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
 

@@ -39,23 +39,27 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, follow_symlinks: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, read without ever blocking or
     reading more than `limit + 1` bytes: a FIFO, a device or a socket (also behind a symbolic
     link) is refused before it is read, a file is measured before it is read, and a file that
-    grows while it is read is cut off.
+    grows while it is read is cut off. With `follow_symlinks` off, a symbolic link is refused too.
 
     Raises:
         NotRegularFileError: not a regular file (nothing was read from it).
         FileTooLargeError: larger than `limit`.
         OSError: it cannot be opened or read (missing, no permission, a symbolic link loop).
     """
-    before = os.stat(path)
+    before = os.stat(path, follow_symlinks=follow_symlinks)
+    if stat.S_ISLNK(before.st_mode):
+        raise NotRegularFileError("a symbolic link, not followed here")
     if not stat.S_ISREG(before.st_mode):
         raise NotRegularFileError(f"{file_kind(before.st_mode)}, not a regular file")
     if before.st_size > limit:
         raise FileTooLargeError(before.st_size, limit)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     try:
         opened = os.fstat(fd)
