@@ -178,13 +178,26 @@ def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
 
 
 def _terminate(executor: ProcessPoolExecutor) -> None:
-    """End the workers now (after Ctrl+C): they ignore SIGINT and would finish their chunk."""
-    for process in list((getattr(executor, "_processes", None) or {}).values()):
+    """End the workers now (after Ctrl+C or SIGTERM: they ignore SIGINT and would finish their
+    chunk) and reap them, so that no worker outlives the run."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for process in processes:
         try:
             process.terminate()
         except Exception:  # noqa: BLE001
             pass
-    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        executor.shutdown(wait=True, cancel_futures=True)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:

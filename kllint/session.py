@@ -94,6 +94,10 @@ class _Context:
 
 def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
     """The text of one output format (for files, and for stdout except `full` on a terminal)."""
+    if fmt != "sarif":  # SARIF percent-encodes file names itself
+        from kllint.report.paths import printable
+
+        diagnostics = printable(diagnostics)
     if fmt == "json":
         from kllint.report import json as report_json
 
@@ -120,6 +124,9 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
 def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, stdout: TextIO) -> None:
     if fmt == "full" and stdout.isatty():
         from kllint.report import text
+        from kllint.report.paths import printable
+
+        diagnostics = printable(diagnostics)
 
         text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
                                          highlight=False))
