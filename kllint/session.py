@@ -203,6 +203,8 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         UsageError: invalid options, configuration, paths, baseline or report files.
     """
     stdout = stdout or sys.stdout
+    if stdout is None or getattr(stdout, "closed", False):
+        raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
     err = err or stderr_console()
     reports = _validate(options)
     try:
@@ -294,7 +296,10 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     for settings in resolver.used():
         selected |= settings.active_codes
     context = _Context(frozenset(selected), list(result.internal_errors))
-    _write_stdout(fmt, diagnostics, context, stdout)
+    try:
+        _write_stdout(fmt, diagnostics, context, stdout)
+    except (OSError, ValueError) as exc:  # a closed pipe or stream
+        raise UsageError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
     for report_fmt, path in reports:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
