@@ -437,7 +437,10 @@ def _write_atomic(target: Path, data: bytes) -> None:
 def is_cache_directory(directory: Path) -> bool:
     """True when `directory` holds the CACHEDIR.TAG that kllint writes (safe to delete)."""
     try:
-        return (directory / CACHEDIR_TAG).read_text(encoding="utf-8", errors="replace").startswith(TAG_SIGNATURE)
+        from kllint.source import read_regular
+
+        tag = read_regular(directory / CACHEDIR_TAG, 64 * 1024, follow_symlinks=False)
+        return tag.decode("utf-8", errors="replace").startswith(TAG_SIGNATURE)
     except OSError:
         return False
 

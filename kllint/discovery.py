@@ -54,8 +54,10 @@ def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
     if not ignore_file.is_file():
         return None
     try:
-        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        from kllint.source import read_regular
+
+        lines = read_regular(ignore_file, 4 * 1024 * 1024).decode("utf-8", errors="replace").splitlines()
+    except (OSError, RuntimeError):
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
 

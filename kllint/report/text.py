@@ -1,8 +1,6 @@
 """Full output (rich): code frame, message, the trace as numbered steps, and the rewrite."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
@@ -10,11 +8,21 @@ from rich.text import Text
 from kllint.diagnostics import Diagnostic
 
 
+MAX_FRAME_FILE_BYTES = 20 * 1024 * 1024
+MAX_FRAME_COLUMNS = 400
+
+
 def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
+    """The lines of a reported file for its code frames: a regular file only (never a FIFO or a
+    device), of bounded size; none when it cannot be read."""
+    from kllint.report.paths import unescape_path
+    from kllint.source import read_regular
+
     if path not in cache:
         try:
-            cache[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+            raw = read_regular(unescape_path(path), MAX_FRAME_FILE_BYTES)
+            cache[path] = raw.decode("utf-8", errors="replace").splitlines()
+        except (OSError, RuntimeError):
             cache[path] = []
     return cache[path]
 
@@ -36,6 +44,8 @@ def render(diagnostics: list[Diagnostic], console: Console) -> None:
                 if number > len(lines):
                     break
                 line = lines[number - 1]
+                if len(line) > MAX_FRAME_COLUMNS:  # a generated one-line file: no megabyte frames
+                    line = line[:MAX_FRAME_COLUMNS] + " ..."
                 console.print(Text(f"{number:>{gutter}} | ", style="blue") + Text(line.expandtabs(4)))
                 if number == d.span.line:
                     end = d.span.end_column if d.span.end_line == d.span.line else len(line) + 1
