@@ -59,10 +59,12 @@ MAX_ENTRY_BYTES = 64 * 1024 * 1024
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
-def project_root(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
-    """The closest folder at or above the checked paths with a pyproject.toml or .git, else `cwd`."""
+def project_root(paths: Iterable[str | Path], cwd: Path | None = None, resolve: bool = True) -> Path:
+    """The closest folder at or above the checked paths with a pyproject.toml or .git, else `cwd`
+    (or, for paths outside `cwd`, their common folder). `resolve=False` takes the paths as
+    named, without following symbolic links (the root `--fix` keeps its writes in)."""
     cwd = (cwd or Path.cwd()).resolve()
-    resolved = [(cwd / p).resolve() for p in paths] or [cwd]
+    resolved = [((cwd / p).resolve() if resolve else Path(os.path.abspath(cwd / p))) for p in paths] or [cwd]
     try:
         common = Path(os.path.commonpath([str(p) for p in resolved]))
     except ValueError:  # different drives

@@ -72,6 +72,8 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
             say(f"kllint: {display}:{rejected.span.line}:{rejected.span.column}: fix for {rejected.code} not "
                 "applied (the result did not parse or still had the finding)")
         if not outcome.changed:
+            if not diff:
+                _replace_file(result, display, outcome.remaining)  # the fresh findings, not the cache's
             continue
         if diff:
             stdout.write(unified_diff(display, outcome.original, outcome.text))

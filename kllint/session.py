@@ -248,7 +248,7 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     if options.fix or options.diff or options.add_noqa:
         from kllint.cache import project_root
 
-        root = project_root(options.paths)
+        root = project_root(options.paths, resolve=False)  # the tree as named: links out of it stay unwritten
     if options.fix or options.diff:
         from kllint import edits
 
