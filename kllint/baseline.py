@@ -116,12 +116,12 @@ def load(path: Path) -> Baseline:
 
     try:
         data = json.loads(read_regular(path, MAX_BASELINE_BYTES).decode("utf-8"))
+    except RecursionError:
+        raise BaselineError(f"{path}: not a kllint baseline (JSON nested too deeply)") from None
     except (OSError, RuntimeError) as exc:
         raise BaselineError(f"{path}: cannot read baseline: {getattr(exc, 'strerror', None) or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"{path}: not a kllint baseline (invalid JSON: {exc})") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: not a kllint baseline (JSON nested too deeply)") from None
     if not isinstance(data, dict) or data.get("kllint-baseline") != FORMAT_VERSION \
             or not isinstance(data.get("findings"), list):
         raise BaselineError(f"{path}: not a kllint baseline (version {FORMAT_VERSION} expected)")
