@@ -23,9 +23,11 @@ from typing import Any, Callable, TypeVar
 import libcst
 
 MAX_CHAIN_OPERANDS = 5_000
+MAX_LAMBDA_DEPTH = 500  # libcst's parse of nested lambdas grows quadratically: 2,900 took 42 s and 1.6 GB
 STACK_BYTES = 256 * 1024 * 1024
 GRACE_SECONDS = 2.0
 _WORD = re.compile(r"\b(?:and|or)\b")
+_LAMBDA = re.compile(r"\blambda\b")
 
 T = TypeVar("T")
 
@@ -53,21 +55,40 @@ def longest_chain(outline: ast.AST) -> int:
     return longest
 
 
+def deepest_lambda(outline: ast.AST) -> int:
+    """The deepest nesting of `lambda` expressions in an `ast` tree (iterative)."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(outline, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.Lambda):
+            depth += 1
+            deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def too_long_chain(text: str, outline: ast.AST | None = None) -> str | None:
     """Why libcst must not parse `text` (None when it may): a chain of more than
-    `MAX_CHAIN_OPERANDS` `and` / `or` operands. A regular expression bounds the count first, so
-    ordinary code is never walked; `outline` is the text's `ast` tree when the caller has it."""
-    if len(_WORD.findall(text)) < MAX_CHAIN_OPERANDS:
+    `MAX_CHAIN_OPERANDS` `and` / `or` operands (libcst's stack), or lambdas nested more than
+    `MAX_LAMBDA_DEPTH` deep (its time and memory). Regular expressions bound the counts first,
+    so ordinary code is never walked; `outline` is the text's `ast` tree when the caller has it."""
+    chains = len(_WORD.findall(text)) >= MAX_CHAIN_OPERANDS
+    lambdas = len(_LAMBDA.findall(text)) > MAX_LAMBDA_DEPTH
+    if not (chains or lambdas):
         return None
     if outline is None:
         try:
             outline = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None  # libcst is not asked to parse what Python rejects
-    chain = longest_chain(outline)
-    if chain <= MAX_CHAIN_OPERANDS:
-        return None
-    return f"a chain of {chain} `and`/`or` operands is too deeply nested to check"
+    chain = longest_chain(outline) if chains else 0
+    if chain > MAX_CHAIN_OPERANDS:
+        return f"a chain of {chain} `and`/`or` operands is too deeply nested to check"
+    depth = deepest_lambda(outline) if lambdas else 0
+    if depth > MAX_LAMBDA_DEPTH:
+        return f"{depth} nested lambdas are too deeply nested to check"
+    return None
 
 
 def guarded_parse_module(source: str) -> libcst.Module:
