@@ -25,9 +25,11 @@ def verbose_lines(result: "RunResult") -> list[str]:
     then one line per note the engine attached to a file (e.g. an analysis it abandoned), one
     line per function the analysis gave up on (`path:line: analysis of `f` abandoned: why`),
     and the count of files per status."""
-    lines = [f"{status}: {display}" for display, status in result.file_status.items()]
+    from kllint.report.paths import escape_path
+
+    lines = [f"{status}: {escape_path(display)}" for display, status in result.file_status.items()]
     for display, notes in result.file_notes.items():
-        lines.extend(f"{display}: {note}" for note in notes)
+        lines.extend(f"{escape_path(display)}: {note}" for note in notes)
     lines.extend(result.abandoned)
     counts = Counter(result.file_status.values())
     if counts:
@@ -36,8 +38,11 @@ def verbose_lines(result: "RunResult") -> list[str]:
 
 
 def show_files(files: Iterable["Discovered"]) -> str:
-    """`--show-files`: the files a check would look at, one per line, as they are displayed."""
-    return "".join(f"{item.display}\n" for item in files)
+    """`--show-files`: the files a check would look at, one per line, as they are displayed
+    (a name that is not valid UTF-8 escaped as in the findings: `kllint.report.paths`)."""
+    from kllint.report.paths import escape_path
+
+    return "".join(f"{escape_path(item.display)}\n" for item in files)
 
 
 def _toml_list(values: Iterable[str]) -> str:
@@ -60,6 +65,7 @@ def settings_text(settings: "Settings", target: str) -> str:
         f"output-format = {json.dumps(settings.output_format or 'full')}",
         f"respect-gitignore = {str(settings.respect_gitignore).lower()}",
         f"blanket-noqa = {str(settings.blanket_noqa).lower()}",
+        f"time-budget = {settings.time_budget:g}",
     ]
     for key in ("logprob_functions", "stop_gradient_functions", "loss_sinks", "reference_names"):
         lines.append(f"vocab.{key.replace('_', '-')} = {_toml_list(getattr(settings.vocab, key))}")
@@ -93,8 +99,11 @@ def fix_lines(diagnostics: list[Diagnostic], applied: bool) -> list[str]:
     """`--show-fixes`: one line per finding fixed (or, without --fix, that --fix would fix)."""
     if not diagnostics:
         return []
+    from kllint.report.locations import location
+    from kllint.report.paths import escape_path
+
     head = "Fixed:" if applied else "Fixable with --fix:"
-    return [head] + [f"  {d.path}:{d.span.line}:{d.span.column}: {d.code} [{d.name}] "
+    return [head] + [f"  {location(escape_path(d.path), d.span.line, d.span.column, d.cell)}: {d.code} [{d.name}] "
                      f"{d.fix.description if d.fix else ''}".rstrip() for d in diagnostics]
 
 

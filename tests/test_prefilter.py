@@ -65,6 +65,8 @@ def _json(paths: list[Path], prefilter: bool) -> str:
 @pytest.mark.parametrize("folder", [ROOT / "fixtures", pytest.param(EXTRA_CASES, marks=pytest.mark.skipif(
     EXTRA_CASES is None, reason=SKIP_REASON))], ids=["fixtures", "extra-cases"])
 def test_same_findings_with_and_without_prefilter(folder):
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not next to this checkout")
     with_prefilter = _json([folder], prefilter=True)
     assert with_prefilter.count('"code"') > 20  # the folders are full of findings
     assert _json([folder], prefilter=False) == with_prefilter

@@ -19,6 +19,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
+from kllint.guard import guarded_parse_module
 from kllint.prefilter import parse_or_error
 from kllint.source import code_digest, source_lines, statement_lines
 
@@ -296,7 +297,7 @@ class ModuleInfo:
         header = "class _:\n" if site.indented else ""
         node: cst.BaseStatement | None = None
         try:
-            tree = cst.parse_module(header + snippet)
+            tree = guarded_parse_module(header + snippet)  # screens out what would crash libcst
         except (cst.ParserSyntaxError, RecursionError):
             tree = None
         if tree is not None and tree.body:

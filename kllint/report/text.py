@@ -3,11 +3,10 @@
 Prose (the message, the trace, the help) soft-wraps at the console width. Code-frame lines are
 never wrapped: on a terminal, a line wider than the console is cropped, and shifted left when
 the finding starts past the visible part, so the carets always stay under the code they mark.
-A soft-wrapping console (files and pipes) gets whole lines.
+A soft-wrapping console (files and pipes) gets whole lines, up to `MAX_FRAME_COLUMNS` (a longer
+line is cropped around the span in the same way). Frames read regular files only, of bounded size.
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -19,12 +18,23 @@ from kllint.report.locations import location
 ELLIPSIS = "…"
 
 
+MAX_FRAME_FILE_BYTES = 20 * 1024 * 1024
+# files and pipes get whole lines up to this width; a longer line (a generated one-line file) is
+# cropped around the span as on a terminal, so a frame is never megabytes wide
+MAX_FRAME_COLUMNS = 2000
+
+
 def _file_text(path: str, sources: dict[str, str] | None) -> str:
-    if sources is not None and path in sources:
-        return sources[path]
+    """The text of a reported file for its code frames: the buffer checked (stdin), else a
+    regular file only (never a FIFO or a device), of bounded size; empty when it cannot be read."""
+    from kllint.report.paths import unescape_path
+    from kllint.source import read_regular
+
+    if sources is not None and (path in sources or unescape_path(path) in sources):
+        return sources[path] if path in sources else sources[unescape_path(path)]
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_regular(unescape_path(path), MAX_FRAME_FILE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, RuntimeError):
         return ""
 
 
@@ -70,7 +80,7 @@ def _frame(d: Diagnostic, lines: list[str], console: Console) -> None:
         return
     gutter = len(str(d.span.end_line)) + 1
     # a soft-wrapping console (a file or a pipe) keeps whole lines: nothing wraps there anyway
-    room = 1_000_000 if console.soft_wrap else max(console.width - gutter - 3, 20)
+    room = MAX_FRAME_COLUMNS if console.soft_wrap else min(max(console.width - gutter - 3, 20), MAX_FRAME_COLUMNS)
     first = lines[d.span.line - 1]
     end = d.span.end_column if d.span.end_line == d.span.line else len(first) + 1
     # columns count characters; tabs and wide characters are laid out as displayed
@@ -102,7 +112,7 @@ def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, s
     from kllint.report.concise import fixable_marker
     from kllint.report.confirmation import line as confirmation_line
 
-    cache: dict[str, list[str]] = {}
+    cache: dict[tuple[str, int | None], list[str]] = {}
     for d in diagnostics:
         header = Text()
         header.append(f"{location(d.path, d.span.line, d.span.column, d.cell)}: ", style="bold")
