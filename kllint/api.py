@@ -10,7 +10,7 @@ from kllint.engine import RunResult, run
 
 
 def check_paths(paths: list[str], settings: Settings | None = None, force_exclude: bool = False) -> RunResult:
-    """Check every Python file under `paths`.
+    """Check every Python file and Jupyter notebook under `paths`.
 
     Raises:
         kllint.discovery.MissingPathError: a named path does not exist.
@@ -22,11 +22,22 @@ def check_paths(paths: list[str], settings: Settings | None = None, force_exclud
 def check_source(source: str, path: str = "<string>", settings: Settings | None = None) -> list[Diagnostic]:
     """Check one module's source text (cross-module helpers are not resolved).
 
+    When `path` names a notebook (`.ipynb`), `source` is the notebook's JSON text: its code cells
+    are checked as one module and the findings are per cell (`Diagnostic.cell`); a notebook in
+    another language has none.
+
     Raises:
-        SyntaxError: the source does not parse.
+        SyntaxError: the source (a notebook's code cells) does not parse.
+        kllint.notebook.NotebookError: `path` names a notebook and `source` is not one.
     """
     from kllint.analysis.checker import check_source as _check
+    from kllint.notebook import Notebook, is_notebook
 
     settings = settings or Settings()
-    found = _check(source, path, Path(path), settings)
+    notebook = Notebook.parse(source) if is_notebook(path) else None
+    if is_notebook(path) and notebook is None:
+        return []
+    found = _check(notebook.text if notebook else source, path, Path(path), settings)
+    if notebook is not None:
+        found = [notebook.map_diagnostic(d, path) for d in found]
     return sorted((d for d in found if d.code in settings.active_codes), key=lambda d: d.sort_key)

@@ -53,6 +53,15 @@ def _read_lines(path: Path) -> list[str]:
         return []
 
 
+def _cell_lines(path: Path, cell: int) -> list[str]:
+    """The lines of a notebook cell (a finding in a notebook is fingerprinted by its cell's text)."""
+    from kllint.notebook import read_notebook
+
+    notebook = read_notebook(path)
+    code = notebook.cell(cell) if notebook is not None else None
+    return _LINE_BREAK.split("".join(code.lines)) if code is not None else []
+
+
 def fingerprints(diagnostics: list[Diagnostic], base: Path, cwd: Path | None = None,
                  read_lines: Callable[[Path], list[str]] = _read_lines) -> list[tuple[Diagnostic, str]]:
     """Each diagnostic with its fingerprint (see the module docstring), in the order given.
@@ -65,11 +74,12 @@ def fingerprints(diagnostics: list[Diagnostic], base: Path, cwd: Path | None = N
     occurrences: Counter[tuple[str, str, str]] = Counter()
     result: list[tuple[Diagnostic, str]] = []
     for diagnostic in sorted(diagnostics, key=lambda d: d.sort_key):
-        if diagnostic.path not in cache:
+        where = diagnostic.path if diagnostic.cell is None else f"{diagnostic.path}\0{diagnostic.cell}"
+        if where not in cache:
             source = Path(diagnostic.path) if Path(diagnostic.path).is_absolute() else cwd / diagnostic.path
-            cache[diagnostic.path] = read_lines(source)
+            cache[where] = read_lines(source) if diagnostic.cell is None else _cell_lines(source, diagnostic.cell)
         rel = _relative_path(diagnostic.path, base, cwd)
-        text = _normalized(cache[diagnostic.path], diagnostic)
+        text = _normalized(cache[where], diagnostic)
         key = (diagnostic.code, rel, text)
         index = occurrences[key]
         occurrences[key] += 1

@@ -340,12 +340,15 @@ class ResultCache:
             warnings: list[str] = []
             if entry["filtered"]:
                 diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path, warnings)
+            gave_up = entry.get("gave_up", [])
+            if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
+                raise TypeError("gave_up is not a list of strings")
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None
         self.hits += 1
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
-                       warnings=warnings)
+                       warnings=warnings, gave_up=gave_up)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
@@ -360,6 +363,7 @@ class ResultCache:
                 "deps": dict(outcome.deps or {}),
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),
+                "gave_up": list(outcome.gave_up),
             }
             target = self._entry_path(item, settings)
             target.parent.mkdir(parents=True, exist_ok=True)

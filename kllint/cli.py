@@ -78,6 +78,9 @@ def cli() -> None:
               help="List the findings fixed (with --fix) or that --fix would fix, on stderr.")
 @click.option("--exit-non-zero-on-fix", is_flag=True,
               help="With --fix, exit 1 when a file was changed, even if no finding remains.")
+@click.option("--stdin-filename", default=None, metavar="PATH",
+              help="With `-` (read the source from stdin): the file's path, for configuration, module "
+                   "resolution and the reported path.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
@@ -85,16 +88,17 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
           jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool, quiet: bool = False,
           verbose: bool = False, show_files: bool = False, show_settings: bool = False,
           output_file: str | None = None, exclude: tuple[str, ...] = (), extend_exclude: tuple[str, ...] = (),
-          show_fixes: bool = False, exit_non_zero_on_fix: bool = False) -> None:
+          show_fixes: bool = False, exit_non_zero_on_fix: bool = False,
+          stdin_filename: str | None = None) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
-    internal error.
+    internal error. `-` reads the source from stdin (see --stdin-filename).
     """
     from kllint.session import CheckOptions, UsageError, run_check
 
     options = CheckOptions(
-        paths=paths or (".",), output_format=output_format, reports=reports,
+        paths=paths or (("-",) if stdin_filename else (".",)), stdin_filename=stdin_filename, output_format=output_format, reports=reports,
         select=select or None, extend_select=extend_select, ignore=ignore, config=config,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
@@ -139,6 +143,18 @@ def rule(code: str) -> None:
         click.echo(rule_page(info.code), nl=False)
     except KeyError:
         _fail(f"the page of {info.code} is missing from this installation")
+
+
+@cli.command()
+def server() -> None:
+    """Run the language server over stdio, for editors (needs `pip install 'kllint[server]'`)."""
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        _fail("the language server needs pygls: pip install 'kllint[server]'")
+    from kllint.server import serve
+
+    serve()
 
 
 @cli.command(name="rules")

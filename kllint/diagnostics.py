@@ -34,15 +34,18 @@ class Span:
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One step of the path from a KL estimate to its sink (CodeQL-style path explanation)."""
+    """One step of the path from a KL estimate to its sink (CodeQL-style path explanation).
+
+    `cell` is the notebook cell (1-based, `line` is then within the cell), None in a Python file."""
 
     path: str
     line: int
     column: int
     note: str
+    cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "column": self.column, "note": self.note}
+        return {"path": self.path, "cell": self.cell, "line": self.line, "column": self.column, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,10 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One finding: a rule code at a primary span, with the trace to its sink."""
+    """One finding: a rule code at a primary span, with the trace to its sink.
+
+    In a notebook `cell` is the 1-based position of the cell among all the notebook's cells and
+    `span` is within that cell (kllint.notebook); it is None in a Python file."""
 
     code: str
     name: str
@@ -102,10 +108,11 @@ class Diagnostic:
     fix: Fix | None = None
     estimate: Estimate | None = None
     confirmed: dict[str, Any] | None = field(default=None, compare=False)
+    cell: int | None = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.span.line, self.span.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.span.line, self.span.column, self.code)
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON contract documented in the README."""
@@ -114,6 +121,7 @@ class Diagnostic:
             "name": self.name,
             "severity": self.severity,
             "path": self.path,
+            "cell": self.cell,
             "line": self.span.line,
             "column": self.span.column,
             "end_line": self.span.end_line,

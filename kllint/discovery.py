@@ -9,7 +9,7 @@ current folder when there is none); a pattern without a slash matches a name at 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Protocol
@@ -18,7 +18,7 @@ import pathspec
 
 from kllint.config import Settings
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks: kllint.notebook
 
 
 class MissingPathError(Exception):
@@ -33,10 +33,16 @@ class SettingsSource(Protocol):
 
 @dataclass(frozen=True)
 class Discovered:
-    """A file to check, with the path as shown to the user."""
+    """A file to check, with the path as shown to the user.
+
+    `content` holds the file's bytes when they come from elsewhere than `path` (`kllint check -`
+    reads stdin; an editor's unsaved buffer): then `path` is only used for the configuration
+    lookup, module resolution and the cache is not used.
+    """
 
     path: Path
     display: str
+    content: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @lru_cache(maxsize=256)

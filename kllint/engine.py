@@ -39,6 +39,7 @@ class RunResult:
     file_status: dict[str, str] = field(default_factory=dict)
     file_notes: dict[str, list[str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # shown on stderr; the exit code is unchanged
+    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -104,6 +105,7 @@ class Outcome:
     skipped: bool = False
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    gave_up: list[str] = field(default_factory=list)  # functions the analysis abandoned (`check -v`)
 
 
 def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
@@ -112,14 +114,50 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
                  track: bool = False, prefilter: bool = True) -> Outcome:
-    """Read, analyse and filter one file; never raises for bad input. With `prefilter` off,
-    the analysis runs even on files that name no KL or reference (their findings must be none:
-    tests/test_prefilter.py)."""
+    """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
+    never raises for bad input. With `prefilter` off, the analysis runs even on files that name
+    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    from kllint.notebook import is_notebook
+
+    if is_notebook(item.path):
+        return analyse_notebook(item, settings, index, prefilter)
+    return _analyse_python(item, settings, index, track, prefilter)
+
+
+def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
+                     prefilter: bool = True) -> Outcome:
+    """A notebook's code cells checked as one module, findings reported per cell. A file that
+    is not a notebook kllint can read is KL900; a notebook in another language has no findings."""
+    from kllint.notebook import Notebook, NotebookError
+
+    display = item.display
+    try:
+        raw = item.content if item.content is not None else item.path.read_bytes()
+        notebook = Notebook.parse(raw.decode("utf-8"))
+    except OSError as exc:
+        return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
+    except UnicodeDecodeError as exc:
+        return _final([syntax_diagnostic(display, f"cannot decode the notebook (byte {exc.start} is not valid "
+                                                  "UTF-8); not checked")])
+    except NotebookError as exc:
+        return _final([syntax_diagnostic(display, f"cannot read the notebook: {exc}; not checked")])
+    if notebook is None:
+        return _final([])
+    virtual = Discovered(item.path, display, content=notebook.text.encode("utf-8"))
+    outcome = _analyse_python(virtual, settings, index, False, prefilter)
+    return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
+                   [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
+                   outcome.errors, outcome.filtered, skipped=outcome.skipped, notes=outcome.notes,
+                   warnings=outcome.warnings, gave_up=outcome.gave_up)
+
+
+def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
+                    track: bool, prefilter: bool) -> Outcome:
     from kllint.prefilter import might_matter, parse_or_error
 
     display = item.display
     try:
-        raw = item.path.read_bytes()
+        raw = item.content if item.content is not None else item.path.read_bytes()
     except OSError as exc:
         return _final([syntax_diagnostic(display, f"cannot read file: {exc.strerror or exc}")])
     digest = hashlib.sha256(raw).hexdigest() if track else None
@@ -151,8 +189,9 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
     tracking = track and index is not None and hasattr(index, "begin_tracking")
     if tracking:
         index.begin_tracking()
+    gave_up: list[str] = []
     try:
-        found = check_source(text, display, item.path, settings, index=index, outline=outline)
+        found = check_source(text, display, item.path, settings, index=index, outline=outline, notes=gave_up)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, f"cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1)],
                       digest)
@@ -170,7 +209,7 @@ def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | No
         deps = dependency_digests(index.tracked_paths(), index)
     warnings: list[str] = []
     return Outcome(found, filter_found(found, text, display, settings, item.path, warnings), filtered=True,
-                   digest=digest, deps=deps, warnings=warnings)
+                   digest=digest, deps=deps, warnings=warnings, gave_up=gave_up)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
@@ -178,6 +217,14 @@ def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None
     """Analyse one file; never raises for bad input. `index` is shared by the files of a run."""
     outcome = analyse_file(item, settings, index)
     return outcome.diagnostics, outcome.errors
+
+
+def cacheable(item: Discovered) -> bool:
+    """Whether the result cache may keep `item`'s result: not for text given in memory (stdin,
+    an editor's buffer), nor for notebooks (their findings are per cell)."""
+    from kllint.notebook import is_notebook
+
+    return item.content is None and not is_notebook(item.path)
 
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
@@ -203,7 +250,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     def done(position: int, outcome: Outcome) -> None:
         outcomes[position] = outcome
-        if cache is not None and not outcome.errors:
+        if cache is not None and not outcome.errors and cacheable(files[position]):
             cache.store(files[position], per_file[position], outcome)
         if progress is not None:
             progress(files[position])
@@ -211,7 +258,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     pending: list[int] = []
     cached: set[int] = set()
     for position, item in enumerate(files):
-        hit = cache.lookup(item, per_file[position]) if cache is not None else None
+        hit = cache.lookup(item, per_file[position]) if cache is not None and cacheable(item) else None
         if hit is None:
             pending.append(position)
         else:
@@ -242,11 +289,12 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         result.internal_errors.extend(outcome.errors)
         result.file_status[item.display] = ("cached" if position in cached else
                                             "skipped by the prefilter" if outcome.skipped else "analysed")
-        if outcome.notes:
-            result.file_notes[item.display] = list(outcome.notes)
+        if outcome.notes or outcome.gave_up:
+            result.file_notes[item.display] = list(outcome.notes) + list(outcome.gave_up)
         result.warnings.extend(outcome.warnings)
+        result.abandoned.extend(outcome.gave_up)
         for diagnostic in outcome.diagnostics:
-            key = (diagnostic.path, diagnostic.span, diagnostic.code)
+            key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)
             if key not in seen:
                 seen.add(key)
                 result.diagnostics.append(diagnostic)

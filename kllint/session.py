@@ -67,6 +67,7 @@ class CheckOptions:
     extend_exclude: tuple[str, ...] = ()
     show_fixes: bool = False
     exit_non_zero_on_fix: bool = False
+    stdin_filename: str | None = None
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -97,6 +98,7 @@ def stderr_console() -> Console:
 class _Context:
     selected: frozenset[str]
     internal_errors: list[str]
+    sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
     unsafe_fixes: bool = False
 
 
@@ -122,7 +124,7 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
 
     buffer = io.StringIO()
     text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True),
-                unsafe=context.unsafe_fixes)
+                sources=context.sources, unsafe=context.unsafe_fixes)
     return buffer.getvalue()
 
 
@@ -131,7 +133,7 @@ def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, st
         from kllint.report import text
 
         text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
-                                         highlight=False), unsafe=context.unsafe_fixes)
+                                         highlight=False), sources=context.sources, unsafe=context.unsafe_fixes)
         return
     stdout.write(render(fmt, diagnostics, context))
     stdout.flush()
@@ -150,12 +152,23 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--quiet and --verbose cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
+    from kllint.stdin import StdinUsageError, check_usage
+
+    try:
+        check_usage(options.paths, options.stdin_filename, options.add_noqa)
+    except StdinUsageError as exc:
+        raise UsageError(str(exc)) from None
     return [parse_report(value) for value in options.reports]
 
 
-def _discover(options: CheckOptions, resolver: SettingsResolver) -> list[Discovered]:
+def _discover(options: CheckOptions, resolver: SettingsResolver) -> tuple[list[Discovered], dict[str, str]]:
+    """The files to check, and {display: text} of those read from stdin (kllint.stdin)."""
+    from kllint.stdin import STDIN, stdin_files
+
     try:
-        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude))
+        if options.paths == (STDIN,):
+            return stdin_files(options.stdin_filename, resolver, options.force_exclude)
+        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude)), {}
     except (MissingPathError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -167,7 +180,7 @@ def default_jobs() -> int:
 
 def open_cache(options: CheckOptions) -> "ResultCache | None":
     """The result cache of this run (None with --no-cache, or when it cannot be created)."""
-    if options.no_cache:
+    if options.no_cache or "-" in options.paths:
         return None
     from kllint.cache import ResultCache, default_directory
 
@@ -203,10 +216,17 @@ def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) 
 
 def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
                  result: RunResult, stdout: TextIO, err: Console,
+                 buffers: dict[str, str] | None = None,
                  fixed_list: list[Diagnostic] | None = None) -> tuple[int, bool]:
     """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed).
-    The findings fixed are added to `fixed_list`."""
-    from kllint.fix import FixError, fix_text, is_applicable, read_source, unified_diff, write_atomic
+
+    Items held in memory (stdin) are not written: their fixed text goes to `buffers`. The
+    findings fixed are added to `fixed_list`."""
+    from kllint.fix import FixError, fix_text, is_applicable, unified_diff, write_atomic
+    from kllint.notebook import NotebookError, is_notebook
+    from kllint.notebook.fix import fix_notebook, notebook_diff
+    from kllint.report.locations import location
+    from kllint.stdin import read_text
 
     by_display = {item.display: item for item in files}
     fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
@@ -219,16 +239,19 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
         settings = resolver.for_path(item.path)
         current = [d for d in result.diagnostics if d.path == display]
         try:
-            text = read_source(item.path)
-            outcome = fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current)
-        except FixError as exc:
+            text = read_text(item)
+            notebook = is_notebook(item.path)
+            outcome = (fix_notebook(text, item, settings, unsafe=options.unsafe_fixes) if notebook
+                       else fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current))
+        except (FixError, NotebookError) as exc:
             result.internal_errors.append(str(exc))
             continue
         except Exception as exc:  # noqa: BLE001 - one file must never stop the run
             result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
             continue
         for rejected in outcome.rejected:
-            err.print(f"kllint: {display}:{rejected.span.line}:{rejected.span.column}: fix for "
+            where = location(display, rejected.span.line, rejected.span.column, rejected.cell)
+            err.print(f"kllint: {where}: fix for "
                       f"{rejected.code} not applied (the result did not parse or still had the finding)",
                       markup=False, highlight=False)
         if not outcome.changed:
@@ -238,10 +261,13 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
         if fixed_list is not None:
             fixed_list.extend(outcome.fixed)
         if options.diff:
-            stdout.write(unified_diff(display, outcome.original, outcome.text))
+            stdout.write((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text))
             continue
         try:
-            write_atomic(item.path, outcome.text)
+            if item.content is not None and buffers is not None:
+                buffers[display] = outcome.text
+            else:
+                write_atomic(item.path, outcome.text)
         except FixError as exc:
             result.internal_errors.append(str(exc))
             continue
@@ -251,6 +277,8 @@ def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: Setti
 
 def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Console) -> int:
     from kllint.fix import FixError, read_source, write_atomic
+    from kllint.notebook import NotebookError, is_notebook
+    from kllint.notebook.fix import add_noqa_notebook
     from kllint.suppression import add_noqa
 
     by_display = {item.display: item for item in files}
@@ -262,10 +290,10 @@ def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Conso
         mine = [d for d in diagnostics if d.path == display and d.code not in ("KL900", "KL901")]
         try:
             text = read_source(item.path)
-            new_text, count = add_noqa(text, mine)
+            new_text, count = (add_noqa_notebook if is_notebook(item.path) else add_noqa)(text, mine)
             if count:
                 write_atomic(item.path, new_text)
-        except FixError as exc:
+        except (FixError, NotebookError) as exc:
             raise UsageError(str(exc)) from None
         added += count
     return added
@@ -329,7 +357,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
 
-    files = _discover(options, resolver)
+    files, buffers = _discover(options, resolver)  # buffers: stdin's text, fixed in place by --fix
     if options.show_files or options.show_settings:
         try:
             stdout.write(views.show_files(files) if options.show_files else views.show_settings(resolver, files))
@@ -359,7 +387,11 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     fixed, changed = 0, False
     fixed_list: list[Diagnostic] = []
     if options.fix or options.diff:
-        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, fixed_list)
+        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, buffers, fixed_list)
+    if buffers and options.fix and not options.diff:  # as Ruff: the fixed source on stdout, findings on stderr
+        stdout.write("".join(buffers.values()))
+        stdout.flush()
+        stdout = err.file
     for note in result.internal_errors[errors_before:]:
         _say(err, f"kllint: {note}")
     if options.diff:
@@ -399,7 +431,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     selected: set[str] = set(run_settings.active_codes)
     for settings in resolver.used():
         selected |= settings.active_codes
-    context = _Context(frozenset(selected), list(result.internal_errors), options.unsafe_fixes)
+    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes)
     fixable = [d for d in diagnostics if is_applicable(d, options.unsafe_fixes)]
     if options.statistics:  # the table is the output, as in Ruff
         stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
@@ -421,6 +453,9 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         if hidden:
             _say(err, f"{_plural(len(hidden), 'finding')} hidden by the baseline {options.baseline}.")
         _say(err, f"Found {_plural(len(diagnostics), 'finding')} in {_plural(result.files_checked, 'file')}.")
+        if result.abandoned:
+            _say(err, f"The analysis gave up on {_plural(len(result.abandoned), 'function')} "
+                      "(a finding on those paths may be missing; `-v` lists them).")
         if not (options.fix or options.diff):
             if fixable:
                 _say(err, f"[*] {len(fixable)} fixable with the `--fix` option.")

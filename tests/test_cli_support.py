@@ -42,7 +42,7 @@ def make_diagnostic(code: str, path: str, span: Span, message: str = "expected g
     return Diagnostic(code, info.name, info.severity, path, span, message, help=help, trace=trace, fix=fix)
 
 
-def fake_check_source(text: str, display: str, path, settings, index=None, outline=None) -> list[Diagnostic]:
+def fake_check_source(text: str, display: str, path, settings, index=None, outline=None, notes=None) -> list[Diagnostic]:
     """The fake analysis: findings for the marker calls of `text` (raises SyntaxError if it does not parse)."""
     compile(text, display, "exec")
     found = []

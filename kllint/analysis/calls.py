@@ -11,6 +11,7 @@ import sympy as sp
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
+from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.facts import CallFact
 from kllint.analysis.symbolic import LP, LPD, REF, Clamp
 from kllint.analysis.values import (
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from kllint.analysis.interpreter import Frame, Interpreter
 
 ROLE_SYMBOL = {"policy": LP, "reference": REF}
+# Methods returning a part of the same network (HF, PEFT): its role is the network's.
+SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "get_model", "get_submodule",
+                               "get_input_embeddings", "get_output_embeddings"})
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -43,7 +47,7 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         if isinstance(func.obj, Model):
             if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
                 return forward(it, func.obj, node, frame)
-            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module"):
+            if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
             return Unknown(func.name)
     if isinstance(func, Model):
@@ -63,7 +67,11 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return unknown_call(it, func.attr, args, kwargs, node, frame)
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
-    return Unknown()
+    # a callable the analysis cannot resolve (a loss function read from a registry or an
+    # attribute): its result still depends on its tensor arguments
+    from kllint.analysis.module import dotted_name
+
+    return unknown_call(it, (dotted_name(node.func) or "call").rsplit(".", 1)[-1], args, kwargs, node, frame)
 
 
 def flax_parameters(args: list[Value]) -> Model | None:
@@ -117,8 +125,10 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     """A network's forward pass: logits of the model's role; reference forwards with gradient
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
-    if (model.role == "reference" and not frame.no_grad and not it.is_jax_only and not it.frozen_reference
-            and node.args and it.depth_matters(frame) <= 1):  # a forward takes inputs
+    if (model.role == "reference" and not frame.no_grad and node.args  # a forward takes inputs
+            and records_gradients(frame.module, frame.root) and not frozen(it, model, frame)
+            and it.depth_matters(frame) <= 1
+            and not without_grad_at(frame.module, it.anchor(node, frame).span.line)):
         it.emit(frame, CallFact(
             "KL503", it.anchor(node, frame),
             "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
@@ -129,6 +139,19 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
         ))
     value = Tensor(symbol, space="logits")
     return it.algebra.detach(value) if frame.no_grad else value
+
+
+def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
+    """Whether the network was frozen by `requires_grad_(False)` (on it, or on its parameters) in
+    the checked module or in the module running the forward: the frozen network is this one by
+    name or, when the value lost its name, by being a reference network."""
+    name = model.name.rsplit(".", 1)[-1]
+    for module in {id(it.entry): it.entry, id(frame.module): frame.module}.values():
+        names = frozen_networks(module)
+        if name in names or any(roles.model_role(n) == "reference" or roles.logprob_role(n) == "reference"
+                                for n in names):
+            return True
+    return model.frozen
 
 
 def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -226,6 +249,8 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
         items = args[0] if args else Unknown()
         return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+    if name in fw.NEGATIVE_LOGPROB_LOSSES:
+        return negative_logprob(it, args, kwargs, node, frame, reduction=_literal(kwargs.get("reduction", Literal("mean"))))
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
@@ -254,6 +279,23 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if not args:
         return it.algebra.opaque(name)
     return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def negative_logprob(it: "Interpreter", args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                     frame: "Frame", reduction: Any) -> Value:
+    """`cross_entropy(logits, labels)` / `nll_loss(log_probs, labels)`: minus the log-prob of the
+    labels, of the role of the logits (a common way to gather token log-probs:
+    `-F.cross_entropy(logits, labels, reduction="none")`); reduced unless `reduction="none"`."""
+    first = args[0] if args else kwargs.get("input")
+    options = []
+    for option in alternatives(first) if first is not None else ():
+        if isinstance(option, (Tensor, Model)) and (isinstance(option, Model) or it.algebra.has_roles(option.expr)):
+            logp = it.as_tensor(option).with_(space="logprob", vocab=False)
+            value = it.algebra.unary(logp, lambda e: -e, it.anchor(node, frame))
+            options.append(value if reduction == "none" else it.algebra.reduce(value, "sum"))
+        else:
+            options.append(it.algebra.opaque("cross_entropy"))
+    return join(*options) if options else it.algebra.opaque("cross_entropy")
 
 
 def _is_constant(value: Value) -> bool:
@@ -382,7 +424,8 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg")
     if name == "logsumexp" and obj.space == "logits":
-        return it.algebra.number(0)  # the log-softmax normaliser: logits and log-probs share a role
+        # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
+        return it.algebra.number(0).with_(kind="log_normaliser")
     if name in fw.OPAQUE_REDUCTIONS:
         if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
             if _is_constant(args[0]):
@@ -463,6 +506,10 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
     if lowered == "enumerate" and args:
         return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
+    if lowered == "getattr" and len(args) >= 2 and not isinstance(args[1], Literal):
+        networks = [option for option in alternatives(args[0]) if isinstance(option, Model)]
+        if networks:
+            return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
@@ -475,6 +522,12 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
             return it.algebra.reduce(first, "sum")
     if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
         return it.algebra.reduce(first, "rtg")
+    if {"cross", "entropy"} <= toks or "nll" in toks:
+        return negative_logprob(it, args, kwargs, node, frame, reduction=_literal(kwargs.get("reduction", Literal("none"))))
+    if toks & fw.SHAPE_HELPER_TOKENS:
+        carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
+        if len(carrying) == 1:
+            return carrying[0]
     if roles.is_logprob_name(name) or "log_softmax" in lowered:
         for candidate in tensors:
             tensor = it.as_tensor(candidate)

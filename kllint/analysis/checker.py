@@ -15,10 +15,13 @@ from kllint.rules.reward import check_reward
 
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
-                 index: ProjectIndex | None = None, outline: ast.Module | None = None) -> list[Diagnostic]:
+                 index: ProjectIndex | None = None, outline: ast.Module | None = None,
+                 notes: list[str] | None = None) -> list[Diagnostic]:
     """All diagnostics of one module's source (unfiltered by selection and suppressions).
 
-    `outline` is the module's `ast` tree when the caller parsed it already.
+    `outline` is the module's `ast` tree when the caller parsed it already. When `notes` is a
+    list, a line is appended to it for each function the analysis abandoned (step budget, depth
+    limit on a path that carries log-probs or KL terms).
 
     Raises:
         SyntaxError: the source does not parse (reported as KL900 by the engine).
@@ -27,6 +30,8 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     entry = index.module_for_file(text, path, display, outline)
     interpreter = Interpreter(entry, index, getattr(settings, "vocab", None))
     interpreter.run()
+    if notes is not None:
+        notes.extend(record.describe() for record in interpreter.abandoned())
     modules = {entry.display: entry}
     for module in index.loaded():
         modules.setdefault(module.display, module)

@@ -73,3 +73,18 @@ class CallFact:
             if local:
                 return local[-1]
         return self.anchor
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """A function whose analysis stopped before its end, or a call the analysis did not follow
+    with log-probs or KL terms among its arguments: a finding on that path may be missing.
+    `reason` is a short phrase (`step budget of 60,000 exhausted`)."""
+
+    function: str
+    path: str
+    line: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line}: analysis of `{self.function}` abandoned: {self.reason}"

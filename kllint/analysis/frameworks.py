@@ -33,6 +33,7 @@ CONSTANT_LIKE = frozenset({"ones_like", "zeros_like", "full_like", "empty_like",
 CREATION = frozenset({"ones", "zeros", "full", "empty", "rand", "randn", "randint", "arange", "tensor", "array", "linspace", "eye", "normal", "uniform", "bernoulli", "multinomial", "categorical", "PRNGKey", "key", "split"})
 EXP = frozenset({"exp", "exp_"})
 LOG = frozenset({"log", "log_"})
+NEGATIVE_LOGPROB_LOSSES = frozenset({"cross_entropy", "nll_loss"})
 PROB_MAPS = frozenset({"softmax", "sigmoid"})
 LOGPROB_MAPS = frozenset({"log_softmax", "logsigmoid", "log_sigmoid"})
 MULTI_ARG_ARITH = {"add": "+", "sub": "-", "subtract": "-", "mul": "*", "multiply": "*", "div": "/", "divide": "/", "true_divide": "/", "add_": "+", "sub_": "-", "mul_": "*", "div_": "/"}
@@ -44,6 +45,12 @@ OPTAX_KL = frozenset({"optax.kl_divergence", "optax.losses.kl_divergence", "opta
 
 # Project helpers we may not be able to read: names that reveal their meaning.
 REDUCTION_HELPER_TOKENS = frozenset({"masked_mean", "masked_sum", "agg_loss", "aggregate", "reduce", "token_mean", "seq_mean", "average", "mean", "sum", "masked_average", "agg"})
+# Functions the analysis cannot read whose name says they only move elements (pad, unpad, gather
+# across ranks, index, reshape): the value of the one tensor argument that carries a role passes.
+SHAPE_HELPER_TOKENS = frozenset({"pad", "unpad", "gather", "gathered", "index", "rearrange", "reshape", "slice", "split",
+                                 "scatter", "concat", "chunk", "repeat", "view", "squeeze", "unsqueeze",
+                                 "flatten", "unflatten", "permute", "transpose", "roll", "shift", "truncate", "crop",
+                                 "broadcast", "allgather", "all_gather", "rmpad", "unshard", "shard", "align"})
 RTG_HELPER_TOKENS = frozenset({"returns", "gae", "advantage", "advantages", "discount", "discounted", "reward_to_go", "cumsum"})
 
 

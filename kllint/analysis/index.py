@@ -54,7 +54,9 @@ def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
     if known is None:
         current = folder.resolve()
         names: list[str] = []
-        while (current / "__init__.py").is_file():
+        # a folder inside a package is a subpackage even without `__init__.py` (PEP 420: a
+        # forgotten or deliberately omitted one), so its modules keep their absolute names
+        while (current / "__init__.py").is_file() or (current.parent / "__init__.py").is_file():
             names.append(current.name)
             if current.parent == current:
                 break

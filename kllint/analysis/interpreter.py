@@ -21,11 +21,12 @@ import sympy as sp
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
-from kllint.analysis.facts import LossFact, RewardFact
+from kllint.analysis.autograd import callers_without_grad
+from kllint.analysis.facts import Abandoned, LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
-from kllint.analysis.values import _plain
+from kllint.analysis.values import KL_CONTENT, _plain
 from kllint.analysis.values import (
     Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
     Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
@@ -113,6 +114,7 @@ class Interpreter:
         self.vocab = vocab
         self.algebra = Algebra()
         self.facts: list[Any] = []
+        self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo]] = {}
         self.steps = 0
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
@@ -121,14 +123,19 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
-        self.is_jax_only = "jax" in entry.text and "torch" not in entry.text
-        self.frozen_reference = "requires_grad_(False)" in entry.text or "requires_grad = False" in entry.text
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
+        token = KL_CONTENT.set(self.algebra.kl_symbols)
+        try:
+            self._run()
+        finally:
+            KL_CONTENT.reset(token)
+
+    def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
-        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame))
+        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
         functions = self.entry.functions
         texts = {("", name): functions.text(name) for name in functions}
         names = {("", name): functions.identifiers(name) for name in functions}
@@ -140,11 +147,12 @@ class Interpreter:
             if not cls_name:
                 node = functions.get(name)
                 if node is not None:
-                    self._guarded(lambda node=node: self.run_entry(node, None))
+                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
                 continue
             cls_node = self.entry.classes[cls_name]
             cls = ClassRef(cls_name, cls_node, self.entry)
-            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name))
+            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
+                          cls_node.method(name))
 
     def _run_method(self, cls: ClassRef, name: str) -> None:
         node = cls.node.method(name)
@@ -186,12 +194,26 @@ class Interpreter:
                 seen.update(constants.identifiers(name))
         return names_matter(seen, self.vocab)
 
-    def _guarded(self, action) -> None:
+    def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
         self.steps = 0
         try:
             action()
-        except (Budget, RecursionError):
-            pass
+        except Budget:
+            self._abandon(function, node, f"step budget of {MAX_STEPS:,} exhausted")
+        except RecursionError:
+            self._abandon(function, node, "nesting too deep for the interpreter")
+
+    def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None) -> None:
+        """Record that the analysis gave up on `function` (never silently: `kllint check -v`)."""
+        self._abandoned.setdefault((function, reason), (node, module or self.entry))
+
+    def abandoned(self) -> list[Abandoned]:
+        """What the analysis gave up on, each with the line where it happened."""
+        records = []
+        for (function, reason), (node, module) in self._abandoned.items():
+            line = module.span(node).line if node is not None else 1
+            records.append(Abandoned(function, module.display, line, reason))
+        return records
 
     def _module_statements(self) -> list[cst.CSTNode]:
         return self.entry.module_statements(self._names_kl_or_reference)
@@ -215,8 +237,8 @@ class Interpreter:
                   no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
         name = node.name.value
         is_grad_target = name in self.grad_targets
-        frame = Frame(self.entry, {}, function=name, class_ref=cls,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry), closure=closure,
+        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
@@ -368,7 +390,7 @@ class Interpreter:
                     self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
                                    root=frame.root)
                 except Budget:
-                    pass
+                    self._abandon(node.name.value, node, f"step budget of {MAX_STEPS:,} exhausted")
                 self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
@@ -396,8 +418,7 @@ class Interpreter:
         combos: list[dict[str, Value]] = [{}]
         for name in names:
             options = frame.env[name].options
-            pairs = sorted(((i, j) for i in range(len(combos)) for j in range(len(options))),
-                           key=lambda ij: (max(ij), ij))
+            pairs = covering_pairs(len(combos), len(options))
             combos = [dict(combos[i], **{name: options[j]}) for i, j in pairs][:MAX_COHERENT]
         saved = {n: frame.env[n] for n in names}
         results = []
@@ -802,6 +823,8 @@ class Interpreter:
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
+            if roles.is_backbone_attribute(attr):
+                return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
@@ -819,7 +842,8 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
-            named = self.role_from_name(attr, detached_source=True)
+            named = (self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
+                     if not roles.is_backbone_attribute(attr) else None)
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
@@ -867,7 +891,8 @@ class Interpreter:
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Tensor):
             if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
-                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                             detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
                     return keyed
             return base
@@ -890,7 +915,8 @@ class Interpreter:
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
                 return ConfigValue(key.value)
             # batch / inputs dictionaries: tensors named by their key, without gradient
-            return self.value_from_name(key.value, self.anchor(node, frame), frame, detached_source=True)
+            return self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                        detached_source=not roles.is_output_name(owner or ""))
         return Unknown()
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
@@ -933,6 +959,10 @@ class Interpreter:
         key = id(fdef)
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
+            if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
+                self._abandon(frame.function, node, f"call of `{ref.qualname}` not followed (call depth limit "
+                                                    f"{MAX_DEPTH}) with log-probs or KL terms among its arguments",
+                              frame.module)
             return Unknown(ref.qualname)
         memo_key = None
         values = list(args) + [kwargs[k] for k in sorted(kwargs)]
@@ -967,6 +997,10 @@ class Interpreter:
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered))
         return self._returned(result, self.anchor(node, frame))
+
+    def _carries_roles(self, values: list[Value]) -> bool:
+        return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)
+                   for value in values for option in alternatives(value))
 
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
@@ -1057,7 +1091,7 @@ class Interpreter:
     def arith(self, op: str, left: Value, right: Value, node: cst.CSTNode, frame: Frame) -> Value:
         options = []
         lefts, rights = alternatives(left), alternatives(right)
-        pairs = sorted(((i, j) for i in range(len(lefts)) for j in range(len(rights))), key=lambda ij: (max(ij), ij))
+        pairs = covering_pairs(len(lefts), len(rights))
         for i, j in pairs:
             a, b = lefts[i], rights[j]
             if True:
@@ -1208,6 +1242,17 @@ class _Attr:
     @property
     def name(self) -> str:
         return self.attr
+
+
+def covering_pairs(m: int, n: int) -> list[tuple[int, int]]:
+    """Index pairs of two alternative lists, ordered so that every option of either side comes
+    in the first max(m, n) pairs (alternatives are capped: a left option times the first right
+    option only would drop the right side's later options, e.g. the fourth estimator of a
+    mode-dispatching helper), then the rest by (max(i, j), i, j)."""
+    cover = [(k % m, k % n) for k in range(max(m, n))]
+    seen = set(cover)
+    rest = sorted(((i, j) for i in range(m) for j in range(n) if (i, j) not in seen), key=lambda ij: (max(ij), ij))
+    return cover + rest
 
 
 def _signature_of(values: list[Value]) -> tuple | None:

@@ -64,9 +64,19 @@ NON_MODEL_TOKENS = frozenset({
 })
 
 
+# A name led by one of these verbs names an action (`init_model_parallel`, `build_model_config`)
+# unless it ends with a network noun (`init_model`, the initial model).
+ACTION_VERBS = frozenset({"init", "initialize", "initialise", "setup", "build", "create", "make", "load", "get",
+                          "prepare", "compute", "calc", "calculate", "fetch", "save", "sync", "update", "wrap",
+                          "unwrap", "run", "configure"})
+
+
 def model_role(name: str) -> str | None:
-    """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None."""
+    """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None
+    (also for an action led by a verb that does not end with a network: `init_model_parallel`)."""
     toks = tokens(name)
+    if len(toks) > 1 and toks[0] in ACTION_VERBS and toks[-1] not in MODEL_TOKENS:
+        return None
     if not any(t in MODEL_TOKENS for t in toks) or any(t in NON_MODEL_TOKENS for t in toks):
         return None
     if any(t in LOGPROB_TOKENS for t in toks) or any(t in NOT_TENSOR_TOKENS - {"params", "state"} for t in toks):
@@ -78,6 +88,16 @@ def model_role(name: str) -> str | None:
     return "policy"
 
 
+# Attributes that reach an object's own sub-network, whatever their words say: HF's
+# `PreTrainedModel.base_model` (the backbone under the head), PEFT's `PeftModel.base_model`.
+BACKBONE_ATTRIBUTES = frozenset({"base_model"})
+
+
+def is_backbone_attribute(attr: str) -> bool:
+    """Whether `obj.<attr>` is a sub-network of `obj` itself (never a reference by its name)."""
+    return attr in BACKBONE_ATTRIBUTES
+
+
 def is_mask_name(name: str) -> bool:
     return any(t in ("mask", "masks", "attention_mask") or t.endswith("mask") for t in tokens(name))
 
@@ -87,6 +107,15 @@ def is_kl_name(name: str) -> bool:
     toks = tokens(name)
     return any(t in KL_TOKENS for t in toks) and not any(
         t in NOT_TENSOR_TOKENS or t in ("loss", "target", "penalty", "estimator", "div", "fn") for t in toks)
+
+
+OUTPUT_TOKENS = frozenset({"output", "outputs", "out", "outs", "preds", "predictions", "forward", "fwd"})
+
+
+def is_output_name(name: str) -> bool:
+    """A container of a model forward's results (`output["log_probs"]`, `outputs.logprobs`): its
+    log-probs carry the gradient, unlike those read from a batch of stored rollouts."""
+    return any(t in OUTPUT_TOKENS for t in tokens(name))
 
 
 def is_sequence_name(name: str) -> bool:

@@ -8,8 +8,9 @@ that depends on a branch (if/else, mode strings from config).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from contextvars import ContextVar
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import sympy as sp
@@ -195,19 +196,18 @@ def join(*values: Value) -> Value:
     options: list[Value] = []
     keys: set = set()
     plain_seen = False
-    for value in values:
-        for option in alternatives(value):
-            if option is None:
+    for option in _round_robin(values):
+        if option is None:
+            continue
+        if _plain(option):
+            # alternatives that carry no log-prob, KL or estimate are all alike to the rules
+            if plain_seen:
                 continue
-            if _plain(option):
-                # alternatives that carry no log-prob, KL or estimate are all alike to the rules
-                if plain_seen:
-                    continue
-                plain_seen = True
-            key = _key(option)
-            if key not in keys:
-                keys.add(key)
-                options.append(option)
+            plain_seen = True
+        key = _key(option)
+        if key not in keys:
+            keys.add(key)
+            options.append(option)
     if not options:
         return Unknown()
     if len(options) == 1:
@@ -217,9 +217,26 @@ def join(*values: Value) -> Value:
     return Alts(tuple(options[:MAX_ALTERNATIVES]))
 
 
+def _round_robin(values: tuple[Value, ...]) -> list[Value]:
+    """The options of `values`, the first of each value, then the second of each, and so on: when
+    alternatives are capped, every joined value (each branch, each `return`) keeps a share."""
+    lists = [alternatives(v) for v in values if v is not None]
+    if len(lists) == 1 or sum(map(len, lists)) <= MAX_ALTERNATIVES:
+        return [option for options in lists for option in options]
+    longest = max((len(options) for options in lists), default=0)
+    return [options[i] for i in range(longest) for options in lists if i < len(options)]
+
+
+KL_CONTENT: ContextVar[Callable[[Any], frozenset] | None] = ContextVar("kl_content", default=None)
+
+
 def _signature(value: Value) -> tuple:
-    """What distinguishes alternatives for the rules: the KL terms and estimate they carry."""
+    """What distinguishes alternatives for the rules: the KL terms and estimate they carry (also
+    inside reductions, through the running analysis' `KL_CONTENT`)."""
     if isinstance(value, Tensor):
+        content = KL_CONTENT.get()
+        if content is not None:
+            return ("tensor", content(value.expr), value.anchor.node_id if value.anchor else None)
         kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
         return ("tensor", kl, value.anchor.node_id if value.anchor else None)
     return (type(value).__name__,)

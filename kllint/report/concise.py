@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from kllint.diagnostics import Diagnostic
+from kllint.report.locations import location
 
 
 def fixable_marker(diagnostic: Diagnostic, unsafe: bool = False) -> str:
@@ -21,6 +22,7 @@ def confirmation(diagnostic: Diagnostic) -> str:
 def render(diagnostics: list[Diagnostic], unsafe: bool = False) -> str:
     """The concise lines of `diagnostics`; `unsafe` marks unsafe fixes as fixable too."""
     return "".join(
-        f"{d.path}:{d.span.line}:{d.span.column}: {d.code} {fixable_marker(d, unsafe)}{d.message}{confirmation(d)}\n"
+        f"{location(d.path, d.span.line, d.span.column, d.cell)}: {d.code} {fixable_marker(d, unsafe)}{d.message}"
+        f"{confirmation(d)}\n"
         for d in diagnostics
     )

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from kllint import __version__
 from kllint.diagnostics import Diagnostic, Span
-from kllint.report.locations import relative_to_root, source_root
+from kllint.report.locations import file_region, relative_to_root, source_root
 from kllint.rules.registry import BY_CODE, RULES, RuleInfo, rule_page
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -77,6 +77,15 @@ class _Locator:
     def __init__(self, root: Path, cwd: Path) -> None:
         self.root = root
         self.cwd = cwd
+        self.notebooks: dict = {}
+
+    def region(self, path: str, cell: int | None, span: Span) -> dict[str, int]:
+        """The region of `span` in the file's own lines (in a notebook: its JSON text)."""
+        if cell is None:
+            return _region(span)
+        line, column, end_line, end_column = file_region(path, cell, span.line, span.column, span.end_line,
+                                                         span.end_column, self.cwd, self.notebooks)
+        return _region(Span(line, column, end_line, end_column))
 
     def artifact(self, path: str) -> dict[str, Any]:
         rel = relative_to_root(path, self.root, self.cwd)
@@ -100,13 +109,15 @@ def _result(d: Diagnostic, rule_index: int, locator: _Locator) -> dict[str, Any]
         "ruleIndex": rule_index,
         "level": d.severity,
         "message": {"text": d.message},
-        "locations": [locator.physical(d.path, _region(d.span))],
+        "locations": [locator.physical(d.path, locator.region(d.path, d.cell, d.span))],
     }
     if d.trace:
         steps = []
         for number, step in enumerate(d.trace, 1):
-            location = locator.physical(step.path, {"startLine": max(step.line, 1),
-                                                    "startColumn": max(step.column, 1)})
+            line, column = max(step.line, 1), max(step.column, 1)
+            start = locator.region(step.path, step.cell, Span(line, column, line, column + 1))
+            location = locator.physical(step.path, {"startLine": start["startLine"],
+                                                    "startColumn": start["startColumn"]})
             location["message"] = {"text": step.note}
             steps.append(location)
         result["relatedLocations"] = [{"id": number, **step} for number, step in enumerate(steps, 1)]
@@ -116,7 +127,7 @@ def _result(d: Diagnostic, rule_index: int, locator: _Locator) -> dict[str, Any]
                 {"location": step, "executionOrder": number} for number, step in enumerate(steps, 1)
             ]}],
         }]
-    if d.fix is not None and d.fix.replacement is not None:
+    if d.fix is not None and d.fix.replacement is not None and d.cell is None:  # (not in a notebook's JSON)
         result["fixes"] = [{
             "description": {"text": f"{d.fix.description} ({d.fix.applicability} fix)"},
             "artifactChanges": [{
@@ -125,8 +136,13 @@ def _result(d: Diagnostic, rule_index: int, locator: _Locator) -> dict[str, Any]
                                   "insertedContent": {"text": d.fix.replacement}}],
             }],
         }]
+    properties: dict[str, Any] = {}
     if d.help:
-        result["properties"] = {"help": d.help}
+        properties["help"] = d.help
+    if d.cell is not None:  # the position within the notebook cell, as the other formats show it
+        properties.update(cell=d.cell, cellLine=d.span.line, cellColumn=d.span.column)
+    if properties:
+        result["properties"] = properties
     return result
 
 

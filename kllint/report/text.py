@@ -14,17 +14,37 @@ from rich.console import Console
 from rich.text import Text
 
 from kllint.diagnostics import Diagnostic
+from kllint.report.locations import location
 
 ELLIPSIS = "…"
 
 
-def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
-    if path not in cache:
-        try:
-            cache[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            cache[path] = []
-    return cache[path]
+def _file_text(path: str, sources: dict[str, str] | None) -> str:
+    if sources is not None and path in sources:
+        return sources[path]
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _source_lines(path: str, cache: dict, sources: dict[str, str] | None = None, cell: int | None = None) -> list[str]:
+    """The lines of the file (of the notebook cell `cell`) the diagnostic points into."""
+    key = (path, cell)
+    if key not in cache:
+        text = _file_text(path, sources)
+        if cell is None:
+            cache[key] = text.splitlines()
+        else:
+            from kllint.notebook import Notebook, NotebookError
+
+            try:
+                notebook = Notebook.parse(text)
+            except NotebookError:
+                notebook = None
+            code = notebook.cell(cell) if notebook is not None else None
+            cache[key] = "".join(code.lines).splitlines() if code is not None else []
+    return cache[key]
 
 
 def _drop_cells(text: str, cells: int) -> str:
@@ -73,16 +93,19 @@ def _frame(d: Diagnostic, lines: list[str], console: Console) -> None:
                           no_wrap=True, crop=True)
 
 
-def render(diagnostics: list[Diagnostic], console: Console, unsafe: bool = False) -> None:
+def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, str] | None = None,
+           unsafe: bool = False) -> None:
     """Print each diagnostic with a code frame of its primary span; `[*]` marks a finding that
-    `--fix` fixes (with `unsafe`: `--fix --unsafe-fixes`)."""
+    `--fix` fixes (with `unsafe`: `--fix --unsafe-fixes`).
+
+    `sources` maps reported paths to the text checked when it is not the file on disk (stdin)."""
     from kllint.report.concise import fixable_marker
     from kllint.report.confirmation import line as confirmation_line
 
     cache: dict[str, list[str]] = {}
     for d in diagnostics:
         header = Text()
-        header.append(f"{d.path}:{d.span.line}:{d.span.column}: ", style="bold")
+        header.append(f"{location(d.path, d.span.line, d.span.column, d.cell)}: ", style="bold")
         header.append(f"{d.code} ", style="bold red" if d.severity == "error" else "bold yellow")
         header.append(f"[{d.name}] ", style="dim")
         marker = fixable_marker(d, unsafe)
@@ -90,9 +113,10 @@ def render(diagnostics: list[Diagnostic], console: Console, unsafe: bool = False
             header.append(marker, style="bold green")
         header.append(d.message)
         console.print(header)
-        _frame(d, _source_lines(d.path, cache), console)
+        _frame(d, _source_lines(d.path, cache, sources, d.cell), console)
         for index, step in enumerate(d.trace, 1):
-            console.print(Text(f"  {index}. {step.path}:{step.line}:{step.column}: {step.note}", style="dim"))
+            console.print(Text(f"  {index}. {location(step.path, step.line, step.column, step.cell)}: {step.note}",
+                               style="dim"))
         if d.help:
             console.print(Text("  help: ", style="bold cyan") + Text(d.help))
         if d.fix is not None and d.fix.replacement:

@@ -1,0 +1,18 @@
+"""kllint's language server (`kllint server`, needs the `server` extra: pygls).
+
+`kllint.server.documents` checks and fixes an editor's buffer without any LSP;
+`kllint.server.convert` turns kllint's diagnostics into LSP ones; `kllint.server.lsp` is the
+pygls server itself. Importing this package does not import pygls.
+"""
+from __future__ import annotations
+
+
+def serve() -> None:
+    """Run the language server over stdio (imports pygls).
+
+    Raises:
+        ImportError: pygls is not installed (`pip install 'kllint[server]'`).
+    """
+    from kllint.server.lsp import serve as run
+
+    run()

@@ -1,0 +1,60 @@
+"""The real-code development set (a folder named by `KLLINT_DEV_SET` holding `tools/real_corpus.py`
+and `real/labels.jsonl`; it is not part of the repository): every labelled rule
+that kllint finds today must still be found (a snapshot of passing labels, updated on purpose
+with `KLLINT_UPDATE_DEV_SET=1`), and the figure is printed.
+
+Marked `network` and `devset`: it downloads 22 pinned releases from PyPI into a cache (the
+scorer's default, under the temporary folder) and runs `kllint check` on each; it is skipped
+when `KLLINT_DEV_SET` is unset (a clone on its own) or offline (`KLLINT_OFFLINE=1`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KLLINT_DEV_SET") or "/nonexistent-kllint-dev-set")
+SCORER = SHARED / "tools" / "real_corpus.py"
+LABELS = SHARED / "real" / "labels.jsonl"
+SNAPSHOT = Path(__file__).resolve().parent / "golden" / "dev_set_passing.json"
+MISS = re.compile(r"^MISS (?P<code>KL\d{3}) (?P<label>\S+) ")
+FALSE = re.compile(r"^FALSE (?P<code>KL\d{3}) (?P<label>\S+) ")
+
+pytestmark = [pytest.mark.network, pytest.mark.devset]
+
+
+def _expected_pairs() -> set[str]:
+    pairs = set()
+    for line in LABELS.read_text().splitlines():
+        if line.strip():
+            label = json.loads(line)
+            pairs.update(f"{label['id']} {code}" for code in label["expected_rules"])
+            if not label["expected_rules"]:
+                pairs.add(f"{label['id']} clean")
+    return pairs
+
+
+@pytest.mark.skipif(not SCORER.is_file() or not LABELS.is_file(), reason="KLLINT_DEV_SET does not name the development set")
+def test_labels_found_today_stay_found() -> None:
+    command = [sys.executable, str(SCORER), "--kllint", f"{sys.executable} -m kllint"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3000, cwd=ROOT)
+    lines = done.stdout.splitlines()
+    assert lines and lines[-1].startswith("labels="), done.stdout[-2000:] + done.stderr[-2000:]
+    print("\n".join(line for line in lines if not line.startswith(("UNLABELLED", "REVIEWED-FP"))))
+    skipped = re.search(r"skipped=(\d+)", lines[-1])
+    if skipped and int(skipped.group(1)):
+        pytest.skip(f"{skipped.group(1)} labels skipped: a release could not be downloaded ({done.stderr[-300:]})")
+    failing = {f"{m['label']} {m['code']}" for m in map(MISS.match, lines) if m}
+    failing |= {f"{m['label']} clean" for m in map(FALSE.match, lines) if m}
+    passing = _expected_pairs() - failing
+    if os.environ.get("KLLINT_UPDATE_DEV_SET"):
+        SNAPSHOT.write_text(json.dumps(sorted(passing), indent=1) + "\n")
+    recorded = set(json.loads(SNAPSHOT.read_text()))
+    lost = sorted(recorded - passing)
+    assert not lost, f"labels that passed before and fail now: {lost}"
