@@ -25,7 +25,7 @@ def verbose_lines(result: "RunResult") -> list[str]:
     then one line per note the engine attached to a file (e.g. an analysis it abandoned)."""
     lines = [f"{status}: {display}" for display, status in result.file_status.items()]
     for display, notes in result.file_notes.items():
-        lines.extend(f"{display}: {note}" for note in notes)
+        lines.extend(note if note.startswith(f"{display}:") else f"{display}: {note}" for note in notes)
     counts = Counter(result.file_status.values())
     if counts:
         lines.append("files: " + ", ".join(f"{count} {status}" for status, count in sorted(counts.items())))
