@@ -153,11 +153,11 @@ def rule(code: str) -> None:
 
 @cli.command()
 def server() -> None:
-    """Run the language server over stdio, for editors (needs `pip install 'kllint[server]'`)."""
+    """Run the language server over stdio, for editors (needs the `server` extra: pygls)."""
     try:
         import pygls  # noqa: F401
     except ImportError:
-        _fail("the language server needs pygls: pip install 'kllint[server]'")
+        _fail("the language server needs pygls: pip install 'pygls>=2,<3' (kllint's `server` extra)")
     from kllint.server import serve
 
     serve()

@@ -29,7 +29,7 @@ def verbose_lines(result: "RunResult") -> list[str]:
 
     lines = [f"{status}: {escape_path(display)}" for display, status in result.file_status.items()]
     for display, notes in result.file_notes.items():
-        lines.extend(f"{escape_path(display)}: {note}" for note in notes)
+        lines.extend(note if note.startswith(f"{display}:") else f"{escape_path(display)}: {note}" for note in notes)
     lines.extend(result.abandoned)
     counts = Counter(result.file_status.values())
     if counts:

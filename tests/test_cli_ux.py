@@ -91,6 +91,18 @@ def test_engine_notes_reach_verbose_output(project, monkeypatch):
     assert "kllint: pkg/loss.py: analysis abandoned in `f`: step budget exhausted" in result.stderr
 
 
+def test_verbose_lists_functions_the_analysis_gave_up_on(tmp_path, monkeypatch):
+    from test_abandoned import CHAIN
+
+    write(tmp_path / "train.py", CHAIN)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(["check", "--no-cache", "-v", "train.py"])
+    notes = [line for line in result.stderr.splitlines() if "not followed (call depth limit" in line]
+    assert notes and notes[0].startswith("kllint: train.py:") and "train.py: train.py" not in notes[0]
+    quiet = run_cli(["check", "--no-cache", "train.py"])
+    assert "not followed" not in quiet.stderr  # listed only with -v
+
+
 def test_show_files_and_show_settings(project):
     write(project / "pyproject.toml", '[tool.kllint]\nignore = ["KL502"]\n')
     files = run_cli(["check", "--show-files", "pkg"])
