@@ -104,7 +104,8 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
     from kllint.session import CheckOptions, UsageError, run_check
 
     options = CheckOptions(
-        paths=paths or (("-",) if stdin_filename else (".",)), stdin_filename=stdin_filename, output_format=output_format, reports=reports,
+        paths=paths or (("-",) if stdin_filename else (".",)), stdin_filename=stdin_filename,
+        output_format=output_format, reports=reports,
         select=select or None, extend_select=extend_select, ignore=ignore, config=config,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,

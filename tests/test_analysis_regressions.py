@@ -123,3 +123,65 @@ def dpo_loss(policy, reference, tokens, use_cache, beta=0.1):
 def test_reference_forward_in_a_memoised_helper_is_reported_at_each_call() -> None:
     found = {(d.code, d.span.line) for d in check_source(REFERENCE_FORWARD_TWICE, "dpo.py")}
     assert found == {("KL503", 15), ("KL503", 16)}
+
+
+# One root cause, one finding: a caller in another module that only starts a trainer (it hands
+# it no log-probs, KL or network) does not re-report the trainer's own finding at its call; a
+# caller that hands a helper its log-probs is the place of the finding the helper computes.
+TRAINER = '''import torch
+
+
+class Trainer:
+    def __init__(self, config, model, ref_model):
+        self.config = config
+        self.model = model
+        self.ref_model = ref_model
+
+    def penalty(self, logp, ref_logp):
+        if self.config.kl_mode == "kl":
+            return logp - ref_logp
+        return 0.5 * (logp - ref_logp).square()
+
+    def step(self, queries, scores):
+        with torch.no_grad():
+            logp = torch.log_softmax(self.model(queries), -1)
+            ref_logp = torch.log_softmax(self.ref_model(queries), -1)
+            rewards = scores[:, None] - 0.1 * self.penalty(logp, ref_logp)
+        return rewards
+
+
+def summed_k2(a, b):
+    return (0.5 * (a - b) ** 2).sum()
+
+
+def step_with(a, b, optimizer):
+    summed_k2(a, b).backward()
+'''
+
+TRAINER_CALLERS = '''from pkg.trainer import Trainer, step_with
+
+
+def run_trainer(config, policy_net, reference_net, queries, scores):
+    Trainer(config, policy_net, reference_net).step(queries, scores)
+
+
+def run_helper(policy_net, reference_net, queries, optimizer):
+    with __import__("torch").no_grad():
+        frozen = reference_net(queries).log_softmax(-1)
+    step_with(policy_net(queries).log_softmax(-1), frozen, optimizer)
+'''
+
+
+def test_findings_of_another_module_are_reported_there_unless_this_call_supplies_them(tmp_path) -> None:
+    from kllint.api import check_paths
+
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trainer.py").write_text(TRAINER)
+    (package / "callers.py").write_text(TRAINER_CALLERS)
+    found = {(d.path.rsplit("/", 1)[-1], d.code, d.span.line) for d in check_paths([str(tmp_path)]).diagnostics}
+    assert ("trainer.py", "KL302", 13) in found
+    assert not any(name == "callers.py" and line == 5 for name, _, line in found)
+    assert ("callers.py", "KL201", 11) in found

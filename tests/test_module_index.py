@@ -195,3 +195,27 @@ def test_findings_do_not_depend_on_which_importer_named_a_module_first(tmp_path,
 
     alone = found(["scripts/train.py"])
     assert alone and found(["a.py", "scripts/train.py"]) == alone
+
+
+def test_a_file_in_a_namespace_folder_resolves_imports_of_its_package(tmp_path, monkeypatch):
+    """`pkg/algos/ppo/trainer.py` lives in a folder without `__init__.py` (PEP 420) inside the
+    package `pkg`; `from pkg.algos import estimators` must still reach the helper that builds
+    the KL, as must a relative import counted from the real package."""
+    from kllint.config import Settings
+    from kllint.discovery import discover
+    from kllint.engine import run
+
+    (tmp_path / "pkg" / "algos" / "ppo").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "algos" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "algos" / "estimators.py").write_text(
+        "def divergence(sample_lp, ref_lp):\n    d = ref_lp - sample_lp\n    return d.exp() - d - 1\n")
+    for name, line in (("absolute.py", "from pkg.algos import estimators"), ("relative.py", "from .. import estimators")):
+        (tmp_path / "pkg" / "algos" / "ppo" / name).write_text(
+            f"{line}\n\n\ndef shaped(scores, old_logps, ref_logps):\n"
+            "    rewards = scores - 0.1 * estimators.divergence(old_logps, ref_logps)\n    return rewards\n")
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    result = run(list(discover(["pkg/algos/ppo"], settings)), settings)
+    found = {(Path(d.path).name, d.code) for d in result.diagnostics}
+    assert ("absolute.py", "KL302") in found and ("relative.py", "KL302") in found

@@ -278,3 +278,13 @@ def test_masked_lines_come_back_when_a_fix_changes_the_line_count():
     source = json.loads(notebook.with_text(rewritten))["cells"][0]["source"]
     assert source == ["%%time\n", "x = f(a, b)\n", "!echo done\n", "y = 2"]
     assert json.loads(notebook.with_text(notebook.text)) == json.loads(raw)  # unchanged text: unchanged file
+
+
+def test_a_notebook_with_a_byte_order_mark_is_checked_and_fixed(tmp_path):
+    path = tmp_path / "bom.ipynb"
+    path.write_bytes(b"\xef\xbb\xbf" + (NOTEBOOKS / "token_k3_noqa.ipynb").read_bytes())
+    assert sorted((d.cell, d.code) for d in check_paths([str(path)]).diagnostics) == [
+        (3, "KL201"), (4, "KL102"), (4, "KL201")]
+    kllint([path.name, "--fix", "--unsafe-fixes"], tmp_path)
+    raw = path.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and b".detach())  # expect: KL102,KL201" in raw

@@ -77,6 +77,21 @@ class Algebra:
                     stack.append(self.table.reductions[symbol].inner)
         return found
 
+    def expand_all(self, expr: sp.Expr) -> sp.Expr:
+        """`expr` with every KL-term symbol and reduction replaced by what it stands for (the
+        per-token view with every marker, such as `Clamp`, visible)."""
+        for _ in range(10):
+            mapping = {}
+            for symbol in symbols_of(expr):
+                if symbol in self.kterms and self.kterms[symbol].expr != symbol:
+                    mapping[symbol] = self.kterms[symbol].expr
+                elif symbol in self.table.reductions:
+                    mapping[symbol] = self.table.reductions[symbol].inner
+            if not mapping:
+                break
+            expr = expr.xreplace(mapping)
+        return expr
+
     def live(self, expr: sp.Expr) -> bool:
         """Carries the policy's gradient (directly or through a tracked KL term)."""
         if LP in self.table.role_symbols(expr):
@@ -215,7 +230,7 @@ class Algebra:
         pure_a = self.table.is_pure(a.expr)
         pure_b = self.table.is_pure(b.expr)
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
-        if pure_a and pure_b and (roles_a or roles_b):
+        if pure_a and pure_b and (roles_a or roles_b) and not self._weighted_detached_estimate(op, a, b):
             expr = self._apply(op, a.expr, b.expr)
             if op in "*/" and (roles_a != roles_b) and (b.anchor is None if roles_a else a.anchor is None):
                 # scaling by a number keeps the estimate where it was formed
@@ -232,6 +247,22 @@ class Algebra:
         expr = self.compress(self._apply(op, left, right))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+
+    def _weighted_detached_estimate(self, op: str, a: Tensor, b: Tensor) -> bool:
+        """`ratio * stopgrad(kl)`: a KL estimate without gradient times a live factor that does
+        not involve the reference (a ratio or the log-probs). The estimate stays a KL term of its
+        own, a coefficient of the score function (a reward), instead of forming a new estimate.
+        A reduced estimate (`logp * stopgrad(reward-to-go of d)`) is left to the surrogate forms."""
+        if op != "*":
+            return False
+        for estimate, factor in ((a, b), (b, a)):
+            if (estimate.anchor is not None and self.is_kl_candidate(estimate) and not self.live(estimate.expr)
+                    and not self.table.reductions_in(estimate.expr)  # a credited surrogate stays one
+                    and LP in self.table.role_symbols(factor.expr)
+                    and REF not in self.table.role_symbols(factor.expr)
+                    and classify_value(estimate.expr, self.table) is not None):
+                return True
+        return False
 
     def compress(self, expr: sp.Expr) -> sp.Expr:
         """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only

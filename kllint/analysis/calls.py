@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
-from kllint.analysis.facts import CallFact
-from kllint.analysis.symbolic import LP, LPD, REF, Clamp
+from kllint.analysis.facts import CallFact, ClampFact
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -26,6 +27,7 @@ ROLE_SYMBOL = {"policy": LP, "reference": REF}
 # Methods returning a part of the same network (HF, PEFT): its role is the network's.
 SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "get_model", "get_submodule",
                                "get_input_embeddings", "get_output_embeddings"})
+FORWARD_METHODS = ("forward", "__call__", "get_logits", "compute_logits", "apply")
 
 
 def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -37,15 +39,29 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, Partial):
+        return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
+        from kllint.analysis.fields import constructor_fields
+
+        init = it.find_method(func, "__init__")
+        for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
+            it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
         return Instance(func)
+    if isinstance(func, Instance):
+        # a callable object: `__call__`, or the `forward` of a module
+        method = it.find_method(func.cls, "__call__") or it.find_method(func.cls, "forward")
+        return it.call_function(method, args, kwargs, node, frame) if method is not None else Unknown(func.cls.name)
     if isinstance(func, ModuleRef):
         return library_call(it, func.qualname, args, kwargs, node, frame)
     if isinstance(func, _BoundMethod):
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
-            if func.name in ("forward", "__call__", "get_logits", "compute_logits", "apply"):
+            if func.name in FORWARD_METHODS:
+                return forward(it, func.obj, node, frame)
+            if _literal(_arg(args, kwargs, 0, "method_name", "method")) in FORWARD_METHODS:
+                # remote dispatch by name: `group.async_run_method_batch(method_name="forward", ...)`
                 return forward(it, func.obj, node, frame)
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
@@ -68,8 +84,14 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
     # a callable the analysis cannot resolve (a loss function read from a registry or an
-    # attribute): its result still depends on its tensor arguments
+    # attribute, a Flax `apply_fn`): given a network, it is a forward of it; else its result
+    # still depends on its tensor arguments
     from kllint.analysis.module import dotted_name
+
+    network = model_argument(list(args))
+    if network is not None:
+        value = Tensor(ROLE_SYMBOL.get(network.role, LP), space="logits")
+        return it.algebra.detach(value) if frame.no_grad else value
 
     return unknown_call(it, (dotted_name(node.func) or "call").rsplit(".", 1)[-1], args, kwargs, node, frame)
 
@@ -193,7 +215,9 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
         has_aux = bool(_literal(kwargs.get("has_aux")))
-        return GradOf(args[0] if args else Unknown(), has_aux or "value_and_grad" in last)
+        position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
+        function = args[position] if len(args) > position else Unknown()
+        return GradOf(function, has_aux or "value_and_grad" in last)
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = _arg(args, kwargs, 4, "reduction")
         log_target = _arg(args, kwargs, 5, "log_target")
@@ -226,10 +250,20 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         target = _arg(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
         return Unknown("gradients")
+    if qualname == "functools.partial" and args:
+        return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
+    if qualname in fw.TRANSFER and args:
+        return join(*args)
     if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):
         return it.detach_value(args[0]) if args else Unknown()
     if not fw.is_tensor_library(qualname) and qualname.split(".")[0] != "math":
         return unknown_call(it, last, args, kwargs, node, frame)
+    if last == "cross_entropy" and args and isinstance(args[0], Tensor) and it.algebra.has_roles(args[0].expr):
+        # per-token cross-entropy of the sampled tokens is minus their log-prob (MLX's default
+        # reduction is "none", PyTorch's "mean")
+        reduction = _literal(kwargs.get("reduction")) or ("none" if qualname.startswith("mlx") else "mean")
+        negated = args[0].with_(expr=-args[0].expr, space="logprob", vocab=False)
+        return negated if reduction == "none" else it.algebra.reduce(negated, "sum")
     model = model_argument(list(args))
     if model is not None and last in ("dot", "matmul", "einsum", "tensordot", "linear", "embedding", "conv1d", "conv2d", "dense", "bmm", "mm", "inner"):
         return it.as_tensor(model)
@@ -254,12 +288,21 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
+        if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
+                and isinstance(args[-1 if name == "full" else 0], Literal):
+            return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
         return it.algebra.opaque(name)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]
         if _is_constant(y):
             return x
         if _is_constant(x):
+            return y
+        # masking or padding: `where(mask, logp, fill)` keeps the operand that carries a role
+        x_roles, y_roles = _carries_roles(it, x), _carries_roles(it, y)
+        if x_roles and not y_roles:
+            return x
+        if y_roles and not x_roles:
             return y
         return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
     if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
@@ -306,30 +349,34 @@ def _is_constant(value: Value) -> bool:
     return isinstance(value, ConfigValue)
 
 
+def _carries_roles(it: "Interpreter", value: Value) -> bool:
+    """Any alternative is a tensor with a log-prob role or a KL term (or a network)."""
+    return any(isinstance(o, Model) or (isinstance(o, Tensor) and it.algebra.has_roles(o.expr))
+               for o in alternatives(value))
+
+
 def _is_int_literal(value: Value) -> bool:
     return isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool)
 
 
 def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Value:
-    """A clamp: identity inside its range (kept as a marker); KL601 when it clamps exp(log-ratio)."""
+    """A clamp: identity inside its range (kept as a marker). A clamp of exp(log-ratio) is
+    observed (`ClampFact`); KL601 is judged where the clamped value reaches a loss."""
     options = []
     for option in alternatives(value):
         if not isinstance(option, Tensor):
             options.append(option)
             continue
-        if _exp_of_live_logratio(it, option.expr):
-            it.emit(frame, CallFact(
-                "KL601", it.anchor(node, frame),
-                "exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "
-                "zero gradient times an infinite derivative gives NaN gradients",
-                "clamp the log-ratio before `exp` (e.g. `log_ratio.clamp(-20, 20)`), then clamp the result if needed",
-                frame.call_stack))
-        options.append(it.algebra.clamp(option, it.anchor(node, frame)))
+        clamped = it.algebra.clamp(option, it.anchor(node, frame))
+        if _exp_of_live_logratio(it, option.expr) and clamped.expr.has(Clamp):
+            it.emit(frame, ClampFact(clamped.expr, it.anchor(node, frame), frame.call_stack))
+        options.append(clamped)
     return join(*options)
 
 
 def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
-    """A KL estimate (not a PPO ratio clip) whose exp(log-ratio) is not clamped first."""
+    """A KL estimate (not a PPO ratio clip) with the exp of an unclamped live log-ratio: a
+    difference of log-probs, unbounded (exp of a log-softmax is a probability, at most 1)."""
     if REF not in it.algebra.table.role_symbols(expr):
         return False
     from kllint.analysis.symbolic import classify_value
@@ -339,8 +386,22 @@ def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
         return False
     for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
         if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
-            return True
+            if _log_ratio(sub.args[0]):
+                return True
     return False
+
+
+def _log_ratio(expr: sp.Expr) -> bool:
+    """A difference of log-probs of two policies: it depends on two of them, and no longer on
+    them once they are all equal (through opaque helpers, such as padding, the first suffices)."""
+    roles_in = expr.free_symbols & {LP, LPD, REF, OLD}
+    if len(roles_in) < 2:
+        return False  # exp of one policy's log-probs is a probability, at most 1
+    if expr.atoms(AppliedUndef):
+        return True
+    common = sp.Dummy("common", real=True)
+    same = expr.xreplace({symbol: common for symbol in roles_in})
+    return common not in same.free_symbols
 
 
 def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
@@ -514,6 +575,20 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
         return Unknown(lowered)
+    if lowered in ("get", "pop") and node.func is not None and isinstance(node.func, cst.Attribute):
+        # a container read (`batch.get("ref_logps")`, `td.get(key, padding_value=...)`): the key
+        # names the value; other arguments (defaults, padding options) are not its data
+        key = args[0] if args else None
+        if isinstance(key, Literal) and isinstance(key.value, str):
+            from kllint.analysis.interpreter import KEY_FIELD
+
+            stored = it.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored
+            return it.value_from_name(key.value, it.anchor(node, frame), frame, detached_source=True)
+        return Unknown(name)
+    if lowered == "sum" and len(args) > 1 and isinstance(args[1], Sequence):
+        return args[0]  # `sum(list_of_lists, [])` concatenates lists: their elements, not a reduction
     if not tensors:
         return Unknown(name)
     first = it.as_tensor(tensors[0])

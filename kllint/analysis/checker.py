@@ -4,14 +4,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kllint.analysis.facts import CallFact, LossFact, RewardFact
+from kllint.analysis.facts import CallFact, ClampFact, LossFact, RewardFact
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
 from kllint.diagnostics import Diagnostic
-from kllint.rules.api import check_call
+from kllint.rules.api import check_call, check_clamp
 from kllint.rules.base import RuleContext
 from kllint.rules.loss import check_loss
-from kllint.rules.reward import check_reward
+from kllint.rules.base import occurrences
+from kllint.rules.reward import check_reward, reward_symbols
 
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
@@ -36,9 +37,19 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     for module in index.loaded():
         modules.setdefault(module.display, module)
     ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles,
-                      {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)})
+                      {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)},
+                      carrying_calls=interpreter.carrying_calls)
+    losses = [fact for fact in interpreter.facts if isinstance(fact, LossFact)]
+    for fact in losses:
+        ctx.differentiated.update(occurrences(interpreter.algebra.wrap(fact.loss), interpreter.algebra))
     for fact in interpreter.facts:
-        if isinstance(fact, LossFact):
+        if isinstance(fact, RewardFact):
+            ctx.named_rewards.update(reward_symbols(fact, ctx))
+    expanded: dict[int, object] = {}
+    for fact in interpreter.facts:
+        if isinstance(fact, ClampFact):
+            check_clamp(fact, losses, ctx, expanded)
+        elif isinstance(fact, LossFact):
             check_loss(fact, ctx)
         elif isinstance(fact, RewardFact):
             check_reward(fact, ctx)

@@ -52,6 +52,17 @@ class RewardFact:
 
 
 @dataclass
+class ClampFact:
+    """`exp` of a live, unbounded log-ratio clamped after the exponential: `clamped` is the
+    clamp's expression (a `Clamp(...)` node, the marker the value carries from here on). The
+    rule judges it only where a differentiated value contains it."""
+
+    clamped: sp.Expr
+    anchor: Anchor
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
 class CallFact:
     """An API call judged on its own (kl_div arguments, reference forward, clamp after exp)."""
 

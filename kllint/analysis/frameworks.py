@@ -9,6 +9,7 @@ from __future__ import annotations
 TENSOR_LIBRARIES = (
     "torch", "torch.nn.functional", "torch.special", "jax.numpy", "jax.nn", "jax.lax", "jax",
     "numpy", "jax.scipy.special", "torch.linalg", "flax.linen", "optax", "chex", "jnp", "np",
+    "mlx.core", "mlx.nn", "mlx.nn.losses",
 )
 
 # Elementwise functions that keep the value (shape, dtype, device, layout changes).
@@ -21,8 +22,13 @@ IDENTITY = frozenset({
     "as_tensor", "atleast_1d", "atleast_2d", "expand_dims", "swapaxes", "moveaxis", "ravel",
     "requires_grad_", "float_", "contiguous_", "chunk_", "pin_memory", "block_until_ready", "to_dense",
     "squeeze_dim", "__getitem__", "diagonal", "tril", "triu", "split_", "detach_copy", "pad",
+    "dynamic_slice", "dynamic_slice_in_dim", "slice_in_dim",
 })
 DETACH = frozenset({"detach", "detach_", "stop_gradient"})
+# Calls that move or regroup values without changing them: remote fetches, device transfers,
+# flattening of lists (their result holds the argument's values).
+TRANSFER = frozenset({"ray.get", "ray.put", "jax.device_put", "jax.device_get", "itertools.chain",
+                      "itertools.chain.from_iterable", "copy.copy", "copy.deepcopy"})
 CONSUME = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "size", "dim", "numel", "shape", "device_get"})
 REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean", "average"})
 OPAQUE_REDUCTIONS = frozenset({"max", "min", "amax", "amin", "std", "var", "norm", "logsumexp", "median", "prod", "argmax", "argmin", "all", "any"})
@@ -38,7 +44,10 @@ PROB_MAPS = frozenset({"softmax", "sigmoid"})
 LOGPROB_MAPS = frozenset({"log_softmax", "logsigmoid", "log_sigmoid"})
 MULTI_ARG_ARITH = {"add": "+", "sub": "-", "subtract": "-", "mul": "*", "multiply": "*", "div": "/", "divide": "/", "true_divide": "/", "add_": "+", "sub_": "-", "mul_": "*", "div_": "/"}
 NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode"})
-GRAD_TRANSFORMS = frozenset({"jax.grad", "jax.value_and_grad", "flax.nnx.grad", "flax.nnx.value_and_grad", "nnx.grad", "nnx.value_and_grad", "equinox.filter_grad", "equinox.filter_value_and_grad", "eqx.filter_grad", "eqx.filter_value_and_grad"})
+GRAD_TRANSFORMS = frozenset({"jax.grad", "jax.value_and_grad", "flax.nnx.grad", "flax.nnx.value_and_grad", "nnx.grad", "nnx.value_and_grad", "equinox.filter_grad", "equinox.filter_value_and_grad", "eqx.filter_grad", "eqx.filter_value_and_grad",
+                             "mlx.core.grad", "mlx.core.value_and_grad", "mlx.nn.value_and_grad"})
+# transforms whose differentiated function is the second argument (`mlx.nn.value_and_grad(model, fn)`)
+GRAD_TRANSFORMS_OF_MODEL = frozenset({"mlx.nn.value_and_grad"})
 KL_DIV_FUNCTIONS = frozenset({"torch.nn.functional.kl_div", "torch.kl_div"})
 KL_DIV_MODULES = frozenset({"torch.nn.KLDivLoss", "torch.nn.modules.loss.KLDivLoss"})
 OPTAX_KL = frozenset({"optax.kl_divergence", "optax.losses.kl_divergence", "optax.convex_kl_divergence", "optax.losses.convex_kl_divergence", "optax.kl_divergence_with_log_targets", "optax.losses.kl_divergence_with_log_targets"})
@@ -56,4 +65,4 @@ RTG_HELPER_TOKENS = frozenset({"returns", "gae", "advantage", "advantages", "dis
 
 def is_tensor_library(qualname: str) -> bool:
     head = qualname.rpartition(".")[0]
-    return head in TENSOR_LIBRARIES or qualname.split(".")[0] in ("torch", "jax", "numpy", "optax", "flax")
+    return head in TENSOR_LIBRARIES or qualname.split(".")[0] in ("torch", "jax", "numpy", "optax", "flax", "mlx")

@@ -66,6 +66,27 @@ def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
     return known
 
 
+NAMESPACE_LEVELS = 3
+
+
+def _namespace_root(path: Path, root: Path) -> Path | None:
+    """The import root of a file in a namespace folder (no `__init__.py`, PEP 420) below a
+    package (`pkg/sub/ns/mod.py` with `pkg/sub/__init__.py`): the root of the nearest enclosing
+    package at most NAMESPACE_LEVELS folders up; None when the file's own folder is a package
+    or no package encloses it."""
+    folder = Path(os.path.abspath(path.parent)).resolve()
+    if Path(os.path.abspath(root)).resolve() != folder:
+        return None
+    current = folder
+    for _ in range(NAMESPACE_LEVELS):
+        if current.parent == current:
+            return None
+        current = current.parent
+        if (current / "__init__.py").is_file():
+            return _package_folders(current)[0]
+    return None
+
+
 class ProjectIndex:
     """Resolves dotted module names to parsed modules under the project roots (cached)."""
 
@@ -95,7 +116,14 @@ class ProjectIndex:
             self._at_path.clear()
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
         info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
-        self._roots = [root]
+        above = _namespace_root(path, root) if path.exists() else None
+        if above is not None:
+            dotted = ".".join(path.resolve().relative_to(above).with_suffix("").parts)
+            if dotted.endswith(".__init__"):
+                dotted = dotted[: -len(".__init__")]
+            if dotted != name and "from ." in text:  # relative imports count from the real package
+                info = ModuleInfo.build(text, path, display, dotted, file_id=0, outline=outline)
+        self._roots = [root] + ([above] if above is not None else [])
         src = root / "src"
         if src.is_dir():
             self._roots.append(src)

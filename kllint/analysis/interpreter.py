@@ -23,24 +23,27 @@ from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact
+from kllint.analysis.fields import FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import KL_CONTENT, _plain
 from kllint.analysis.values import (
     Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
-    Model, ModuleRef, Sequence, Tensor, Unknown, Value, alternatives, join,
+    Model, ModuleRef, Partial, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
 MAX_DEPTH = 4
 MAX_STEPS = 60_000
 MAX_COHERENT = 16
 GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
+GRAD_SECOND_ARG = re.compile(r"\s*,\s*([A-Za-z_]\w*)")  # `nn.value_and_grad(model, loss_fn)`: after the first
 GRAD_ALIAS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.\Z")  # `jax` of `jax.grad(`, read backwards
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
+KEY_FIELD = "[]"  # field-store names of container keys (`td["key"] = v`, `td.set("key", v)`)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class _CallMemo:
     prefix: int
     reach: int
     entered: frozenset[int]
+    fields_version: int | None = None  # the field store it read (None: it read no field)
 
 
 class Budget(Exception):
@@ -113,6 +117,7 @@ class Interpreter:
         self.index = index
         self.vocab = vocab
         self.algebra = Algebra()
+        self.fields = FieldStore(self.algebra)  # values kept on containers (`experience.kl = kl`)
         self.facts: list[Any] = []
         self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo]] = {}
         self.steps = 0
@@ -123,6 +128,7 @@ class Interpreter:
         self._plain_calls: dict[tuple, _CallMemo] = {}
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls: list[_Reach] = []  # the followed calls in progress, innermost last
+        self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> None:
@@ -229,7 +235,11 @@ class Interpreter:
             alias_match = GRAD_ALIAS.search(text, max(0, start - 200), start) if text[start - 1:start] == "." else None
             alias = alias_match.group(1) if alias_match else None
             qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
-            if qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
+            if qualified in fw.GRAD_TRANSFORMS_OF_MODEL:
+                second = GRAD_SECOND_ARG.match(text, match.end())
+                if second:
+                    targets.add(second.group(1))
+            elif qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
                 targets.add(name)
         return targets
 
@@ -259,8 +269,8 @@ class Interpreter:
         if not frame.returns:
             return
         anchor = self.anchor(node.name, frame)
-        value = join(*frame.returns)
-        for option in alternatives(value):
+        # each `return` on its own: one join of them all would keep only the first alternatives
+        for option in (o for returned in frame.returns for o in alternatives(returned)):
             first = option.items[0] if isinstance(option, Sequence) and option.items else option
             if loss_function and isinstance(first, Tensor):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
@@ -280,6 +290,8 @@ class Interpreter:
         if default is not None:
             value = self.eval(default, frame)
             if isinstance(value, Literal):
+                if value.value is None and isinstance(self.role_from_name(name), Tensor):
+                    return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)  # `ref=None`
                 if isinstance(value.value, (str, bool)) or value.value is None:
                     return ConfigValue(name, value.value)
             elif isinstance(value, Mapping):
@@ -477,6 +489,11 @@ class Interpreter:
         elif isinstance(target, cst.Subscript):
             base = target.value
             name = dotted_name(base)
+            key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
+            if isinstance(key, cst.SimpleString):
+                self.output_loss_entry(_string_value(key.value), value, frame, statement)
+                self.fields.write(KEY_FIELD + str(_string_value(key.value)),
+                                  self.detach_value(value) if frame.no_grad else value, id(statement))
             if name is not None:
                 last = name.split(".")[-1]
                 self.check_reward_sink(last, value, frame, statement)
@@ -486,6 +503,7 @@ class Interpreter:
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
         elif isinstance(target, cst.Attribute):
             self.check_reward_sink(target.attr.value, value, frame, statement)
+            self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
 
     def _item(self, value: Value, position: int, count: int) -> Value:
         options = []
@@ -700,11 +718,24 @@ class Interpreter:
         for option in alternatives(value):
             items = option.items if isinstance(option, Sequence) else (option,)
             for item in items:
-                if isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item)):
+                if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
+                        and not self.fields.judged(item)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
     def _wrapped_expr(self, t: Tensor) -> sp.Expr:
         return self.algebra.wrap(t)
+
+    def output_loss_entry(self, key: object, value: Value, frame: Frame, node: cst.CSTNode) -> None:
+        """`out["loss_kl"] = value` in a loss function (or the forward of a loss module): the
+        entries named `loss` / `loss_*` of its output are the terms the caller differentiates."""
+        if not isinstance(key, str) or not (key == "loss" or key.startswith("loss_")) or frame.depth > 0:
+            return
+        function = frame.function.rsplit(".", 1)[-1]
+        owner = frame.class_ref.name if frame.class_ref is not None else ""
+        if roles.is_loss_function_name(function) or (
+                function in ("forward", "__call__") and (roles.is_loss_function_name(owner)
+                                                         or owner.lower().endswith(("loss", "objective")))):
+            self.loss_sink(value, node, frame, f"returned as `{key}` by the loss `{frame.function}`")
 
     def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, note: str) -> None:
         if not frame.emit:
@@ -777,15 +808,49 @@ class Interpreter:
                 if not isinstance(line, cst.SimpleStatementLine):
                     continue
                 for small in line.body:
-                    if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
-                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)
-                            and self._library_constructor(small.value, cls.module)):
-                        return self.eval(small.value, Frame(cls.module, {}, emit=False))
+                    if not (isinstance(small, cst.Assign)
+                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
+                        continue
+                    if isinstance(small.value, cst.Call):
+                        if self._library_constructor(small.value, cls.module):
+                            return self.eval(small.value, Frame(cls.module, {}, emit=False))
+                        made = self._project_constructor(small.value, cls.module)
+                        if made is not None:
+                            return made
+                    chosen = self._chosen_function(small.value, cls.module)
+                    if chosen is not None:
+                        return chosen
         return None
+
+    def _chosen_function(self, expr: cst.BaseExpression, module: ModuleInfo) -> Value | None:
+        """`self.reduce = partial(masked_sum, n=...) if cfg.x else masked_mean`: a function of the
+        project (or a partial application of one), possibly chosen by a condition; None for
+        anything else. Evaluated without the method's locals (a name it does not know is no
+        function)."""
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.IfExp, cst.Call)):
+            return None
+        if isinstance(expr, cst.Call) and self.qualify(dotted_name(expr.func) or "", module) != "functools.partial":
+            return None
+        value = self.eval(expr, Frame(module, {}, emit=False))
+        options = alternatives(value)
+        if options and all(isinstance(o, (FunctionRef, Partial)) for o in options):
+            return value
+        return None
+
+    def _project_constructor(self, call: cst.Call, module: ModuleInfo) -> Instance | None:
+        """`Estimator(config.kind)`: an instance of a project class (its constructor is not run)."""
+        name = dotted_name(call.func)
+        if name is None:
+            return None
+        head = name.split(".")[0]
+        if head not in module.classes and head not in module.imports:
+            return None
+        value = self.eval(call.func, Frame(module, {}, emit=False))
+        return Instance(value) if isinstance(value, ClassRef) else None
 
     def resolve_import(self, qualname: str) -> Value:
         root = qualname.split(".")[0]
-        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex"):
+        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex", "mlx"):
             return ModuleRef(qualname)
         module, rest = self.index.resolve(qualname)
         if module is None:
@@ -825,10 +890,15 @@ class Interpreter:
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
             return method if method is not None else Unknown(attr)
+        if isinstance(base, _Super):
+            return self.super_method(base, attr)
         if isinstance(base, Tensor):
             if attr in ("data",):
                 return self.algebra.detach(base)
@@ -842,6 +912,9 @@ class Interpreter:
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
                 return _Attr(str(base.expr).split("__")[0], attr)
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
             named = (self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
                      if not roles.is_backbone_attribute(attr) else None)
             return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
@@ -861,13 +934,30 @@ class Interpreter:
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
                 return ConfigValue(attr)
-            return _Attr(base.name, attr)
+            stored = self.fields.read(attr)
+            return stored if stored is not None else _Attr(base.name, attr)
+        if isinstance(base, _Attr):
+            stored = self.fields.read(attr)
+            if stored is not None:
+                return stored
         return Unknown(attr)
+
+    def super_method(self, sup: "_Super", name: str) -> Value:
+        """`super().name`: the method of a base class of the defining class, bound to the instance."""
+        for base in sup.cls.node.bases:
+            base_value = self.eval(base.value, Frame(sup.cls.module, {}))
+            if isinstance(base_value, ClassRef):
+                found = self.find_method(base_value, name)
+                if found is not None:
+                    return replace(found, bound_self=sup.instance) if isinstance(found.bound_self, Instance) else found
+        return Unknown(name)
 
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
         stmt = class_method(cls.node, name)
         if stmt is not None:
-            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=Instance(cls), class_name=cls.name)
+            kind = _method_kind(stmt)
+            bound = None if kind == "staticmethod" else cls if kind == "classmethod" else Instance(cls)
+            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
         if seen > 4:
             return None
         for base in cls.node.bases:
@@ -891,6 +981,9 @@ class Interpreter:
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Tensor):
             if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
+                stored = self.fields.read(KEY_FIELD + key.value)
+                if stored is not None:
+                    return stored
                 keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
                                              detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
@@ -914,15 +1007,32 @@ class Interpreter:
             owner = base.name if isinstance(base, Unknown) else base.attr
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
                 return ConfigValue(key.value)
+            stored = self.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored  # stored under this key by the code analysed
             # batch / inputs dictionaries: tensors named by their key, without gradient
             return self.value_from_name(key.value, self.anchor(node, frame), frame,
                                         detached_source=not roles.is_output_name(owner or ""))
         return Unknown()
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
+        if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
+            return _Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
         kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
+            if mappings:
+                base = self.eval(node.func.value, frame.child(emit=False))
+                items = [o.get(args[0].value) for o in alternatives(base) if isinstance(o, Mapping)]
+                if items and all(i is not None for i in items):
+                    return join(*items)  # `d.get("key")` of a dict the analysis built
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "set" and len(args) >= 2
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            self.output_loss_entry(args[0].value, args[1], frame, node)  # `td_out.set("loss_kl", value)`
+            self.fields.write(KEY_FIELD + args[0].value, self.detach_value(args[1]) if frame.no_grad else args[1], id(node))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "extend", "insert", "add") and args:
             container = dotted_name(node.func.value)
             if container is not None:
@@ -957,6 +1067,8 @@ class Interpreter:
         """
         fdef = ref.node
         key = id(fdef)
+        if self.carries(list(args) + list(kwargs.values())):
+            self.carrying_calls.add(id(node))
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
             if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
@@ -976,14 +1088,18 @@ class Interpreter:
                 memo = self._plain_calls.get(variant)
                 if memo is None:
                     continue
+                if memo.fields_version is not None and memo.fields_version != self.fields.version:
+                    continue  # it read container fields that have changed since: compute it afresh
                 if variant[-1] is None and (frame.depth + memo.reach >= MAX_DEPTH
                                             or not memo.entered.isdisjoint(frame.active)):
                     continue  # here its call tree would be cut: compute it afresh
                 if variant[-1] is not None:
                     self._cutoffs += 1
+                if memo.fields_version is not None:
+                    self.fields.reads += 1  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        facts_before, cutoffs_before, reads_before = len(self.facts), self._cutoffs, self.fields.reads
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
         try:
@@ -995,12 +1111,27 @@ class Interpreter:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered))
+                frozenset(reach.entered), self.fields.version if self.fields.reads != reads_before else None)
         return self._returned(result, self.anchor(node, frame))
 
     def _carries_roles(self, values: list[Value]) -> bool:
         return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)
                    for value in values for option in alternatives(value))
+
+    def carries(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a log-prob, a KL term or a network (also inside
+        tuples and dicts): then what the callee computes from them depends on this call."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model):
+                    return True
+                if isinstance(option, Tensor) and self.algebra.has_roles(option.expr):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries(items, depth + 1):
+                        return True
+        return False
 
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
@@ -1024,7 +1155,7 @@ class Interpreter:
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
                              call_stack=frame.call_stack + (self.anchor(node, frame),),
-                             closure=self._closures.get(key), active=frame.active + (key,),
+                             closure=self._closures.get(key), active=frame.active + (key,), class_ref=ref.owner,
                              root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
         if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
             callee_frame.no_grad = True
@@ -1225,6 +1356,14 @@ class Interpreter:
 
 
 @dataclass(frozen=True)
+class _Super:
+    """`super()` inside a method of `cls`, for `instance`."""
+
+    cls: ClassRef
+    instance: Any
+
+
+@dataclass(frozen=True)
 class _BoundMethod:
     """`tensor.method` or `model.method`, waiting for its call."""
 
@@ -1390,3 +1529,13 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _target_names(e.value)]
     return []
+
+
+def _method_kind(node: cst.FunctionDef) -> str | None:
+    """`staticmethod` or `classmethod` for a method so decorated (its first parameter is not the
+    instance), else None."""
+    for decorator in node.decorators:
+        name = dotted_name(decorator.decorator)
+        if name in ("staticmethod", "classmethod"):
+            return name
+    return None

@@ -133,11 +133,12 @@ class LazyClass:
         return self._bases
 
     def assigns_attribute(self, attr: str) -> list[str]:
-        """Methods that assign `self.<attr> = <call>` (read from `ast`, nothing parsed)."""
+        """Methods that assign `self.<attr> = <call, name or conditional>` (read from `ast`,
+        nothing parsed)."""
         found = []
         for name, statement in self._methods.items():
             for node in statement.body:
-                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
                         and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                                 and t.value.id == "self" for t in node.targets)):
                     found.append(name)

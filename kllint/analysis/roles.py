@@ -17,6 +17,8 @@ LOGPROB_TOKENS = frozenset({"logp", "logps", "lp", "lps", "logprob", "logprobs",
 MODEL_TOKENS = frozenset({"model", "models", "net", "network", "module", "policy", "actor", "engine", "lm", "llm", "wrapper", "params", "state"})
 NOT_TENSOR_TOKENS = frozenset({"config", "cfg", "args", "tokenizer", "processor", "fn", "func", "type", "name", "mode", "coef", "coeff", "beta", "ctl", "ctrl", "controller", "metrics", "stats", "optimizer", "opt", "scheduler", "path", "dir", "weight", "target", "threshold", "horizon", "estimator", "penalty", "loss", "clip"})
 KL_TOKENS = frozenset({"kl", "kls", "kld"})
+COMPOUND_PREFIXES = ("reference", "ref", "old")
+COMPOUND_SUFFIXES = frozenset({"model", "policy", "net", "logp", "logps", "logprob", "logprobs", "lp", "lps"})
 
 
 @lru_cache(maxsize=4096)
@@ -28,6 +30,11 @@ def tokens(name: str) -> tuple[str, ...]:
     for pattern, token in (("log_probs", "logprobs"), ("log_prob", "logprob"), ("log_p", "logp"), ("log_pi", "logpi")):
         if pattern in joined:
             extra.append(token)
+    for part in parts:  # "refmodel", "reflogps", "oldlogprobs": a role word glued to a model or log-prob word
+        for prefix in COMPOUND_PREFIXES:
+            rest = part[len(prefix):]
+            if part.startswith(prefix) and rest in COMPOUND_SUFFIXES:
+                extra += [prefix, rest]
     return tuple(parts + extra)
 
 
@@ -99,7 +106,8 @@ def is_backbone_attribute(attr: str) -> bool:
 
 
 def is_mask_name(name: str) -> bool:
-    return any(t in ("mask", "masks", "attention_mask") or t.endswith("mask") for t in tokens(name))
+    # `completion_segmentation`: a segment-id array, zero on padding, used as a 0/1 mask (JAX trainers)
+    return any(t in ("mask", "masks", "attention_mask", "segmentation") or t.endswith("mask") for t in tokens(name))
 
 
 def is_kl_name(name: str) -> bool:

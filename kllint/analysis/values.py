@@ -98,6 +98,16 @@ class FunctionRef:
     module: Any = field(compare=False, hash=False, repr=False)
     bound_self: Any = field(default=None, compare=False, hash=False, repr=False)
     class_name: str | None = None
+    owner: Any = field(default=None, compare=False, hash=False, repr=False)  # the defining ClassRef
+
+
+@dataclass(frozen=True)
+class Partial:
+    """`functools.partial(function, *args, **kwargs)`: calling it calls `function` with these first."""
+
+    function: Any
+    args: tuple[Any, ...] = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,8 @@ def _signature(value: Value) -> tuple:
             return ("tensor", content(value.expr), value.anchor.node_id if value.anchor else None)
         kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
         return ("tensor", kl, value.anchor.node_id if value.anchor else None)
+    if isinstance(value, Sequence) and value.items:  # `return loss, metrics`: by what the items hold
+        return ("sequence",) + tuple(_signature(item) for item in value.items[:2])
     return (type(value).__name__,)
 
 

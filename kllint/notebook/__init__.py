@@ -123,7 +123,7 @@ class Notebook:
             NotebookError: not JSON, or not a notebook in the nbformat 4 layout.
         """
         try:
-            data = json.loads(raw)
+            data = json.loads(raw[1:] if raw.startswith("\ufeff") else raw)  # a byte order mark is kept
         except ValueError as exc:
             raise NotebookError(f"not valid JSON ({exc})") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):

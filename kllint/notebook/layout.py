@@ -99,7 +99,7 @@ def read_layout(text: str) -> Node:
     Raises:
         ValueError: the text is not the JSON it was taken for.
     """
-    return _Reader(text).value(0)
+    return _Reader(text).value(1 if text.startswith("\ufeff") else 0)
 
 
 def cell_sources(text: str) -> list[Node | None]:

@@ -34,6 +34,9 @@ class RuleContext:
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     name_roles: dict[tuple[str, str], dict[str, set[str]]] = field(default_factory=dict)
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
+    carrying_calls: set[int] | None = None  # call sites that hand log-probs, KL or a model to a callee
+    differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
+    named_rewards: set = field(default_factory=set)  # KL-term symbols stored under a reward/return name
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
@@ -47,12 +50,27 @@ class RuleContext:
     def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (),
                  fallback: Anchor | None = None) -> tuple[Anchor, tuple[TraceStep, ...]] | None:
         """The primary location in the checked file: the anchor itself when it is in this file,
-        else the call site in this file through which the value came (the anchor becomes a step)."""
-        if anchor.path == self.entry.display:
+        else the call site in this file through which the value came (the anchor becomes a step).
+
+        One root cause, one finding: when the estimate and its sink both lie in other modules, a
+        call in this file only leads there; it is the place of the finding only if it hands the
+        callee what the finding is made of (log-probs, a KL term, a network). Otherwise the
+        finding belongs to the module of the estimate, which reports it when checked."""
+        here = self.entry.display
+        if anchor.path == here:
             return anchor, ()
-        for site in list(call_sites) + list(reversed(tuple(call_stack))) + ([fallback] if fallback else []):
-            if site.path == self.entry.display:
-                return site, (anchor.step("the estimate is computed here (another module)"),)
+        step = (anchor.step("the estimate is computed here (another module)"),)
+        for site in call_sites:
+            if site.path == here:
+                return site, step
+        sink_here = fallback is not None and fallback.path == here
+        for site in reversed(tuple(call_stack)):
+            if site.path == here:
+                if sink_here or self.carrying_calls is None or site.node_id in self.carrying_calls:
+                    return site, step
+                break
+        if sink_here:
+            return fallback, step
         return None  # the finding belongs to another file, which reports it when checked
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[TraceStep] = (),
@@ -128,54 +146,65 @@ def sign_of(expr: sp.Expr) -> int:
 class Place:
     """One occurrence of a KL term in a value: its sign there (0: unknown), how it is reduced
     (`none`, `sum` over tokens, `rtg` inside reward-to-go / returns), and whether it multiplies
-    a term that carries the policy's gradient (then it is a score-function coefficient, a reward)."""
+    a term that carries the policy's gradient (then it is a score-function coefficient, a reward,
+    and `reduced` counts only the reductions inside the coefficient)."""
 
     sign: int
     reduced: str
     coefficient_of_live: bool
     linear: bool = True
+    token_coefficient: bool = False  # the live factor multiplies it inside its own token reduction
 
 
 def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[sp.Symbol, list[Place]] = {}
-    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found)
+    _walk_occurrences(expr, 1, "none", False, True, 0, algebra, found, False)
     return found
 
 
 def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: bool, depth: int,
-                      algebra: Algebra, found: dict[sp.Symbol, list[Place]]) -> None:
+                      algebra: Algebra, found: dict[sp.Symbol, list[Place]], live_here: bool) -> None:
+    """`live_here`: a live factor multiplies the node inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
     # would keep the whole analysis of a file alive until the garbage collector runs
     if depth > 60:
         return
     if node in algebra.kterms:
-        found.setdefault(node, []).append(Place(sign, reduced, live, linear))
+        found.setdefault(node, []).append(Place(sign, reduced, live, linear, live_here))
         return
 
-    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool) -> None:
-        _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found)
+    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, child_linear: bool,
+             child_here: bool) -> None:
+        _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
+                          child_here)
 
     reduction = algebra.table.reductions.get(node)
     if reduction is not None:
-        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear)
+        walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, linear,
+             False)
         return
     if isinstance(node, sp.Add):
         for arg in node.args:
-            walk(arg, sign, reduced, live, linear)
+            walk(arg, sign, reduced, live, linear, live_here)
     elif isinstance(node, sp.Mul):
         for index, arg in enumerate(node.args):
             others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
             kl_factor = bool(algebra.kl_symbols(others))
-            walk(arg, sign * sign_of(others), reduced, live or algebra.live(others), linear and not kl_factor)
+            live_others = algebra.live(others)
+            # a coefficient of the score function counts only the reductions inside it: the sum
+            # over tokens of `logp_t * c_t` still gives each token its own coefficient
+            coefficient = not live and live_others
+            walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
+                 linear and not kl_factor, live_here or live_others)
     elif isinstance(node, sp.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
-        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1)
-        walk(exponent, 0, reduced, live, False)
+        walk(base, sign if exponent == 1 else 0, reduced, live, linear and exponent == 1, live_here)
+        walk(exponent, 0, reduced, live, False, live_here)
     else:
         for arg in node.args:
-            walk(arg, 0, reduced, live, False)
+            walk(arg, 0, reduced, live, False, live_here)
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:

@@ -6,7 +6,7 @@ Each KL term found in a differentiated value is judged by its gradient coefficie
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kllint.analysis.facts import KLTerm, LossFact
 from kllint.analysis.symbolic import OLD, Coefficient, classify_coefficient
@@ -208,18 +208,29 @@ def check_loss(fact: LossFact, ctx: RuleContext) -> None:
 
 
 def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
-    """KL terms that multiply the live log-probs in a loss are rewards: judge them as such."""
+    """KL terms that multiply the live log-probs in a loss are rewards: judge them as such. A
+    live term there is a reward only if it was stored as one (else it is a weighted KL loss
+    term, such as k3 times a live ratio); it then leaks a pathwise gradient (KL301)."""
     from kllint.analysis.facts import RewardFact
     from kllint.rules.reward import judge_reward_term
 
     algebra = ctx.algebra
     for symbol, places in occurrences(algebra.wrap(fact.loss), algebra).items():
-        as_reward = [p for p in places if p.coefficient_of_live and p.linear]
-        if not as_reward:
-            continue
         term = algebra.kterms[symbol]
         if algebra.live(term.expr):
-            continue  # a live estimate times a live factor is neither a reward nor a plain loss term
+            if symbol not in ctx.named_rewards:
+                continue  # a live estimate times a live factor is neither a reward nor a plain loss term
+            # any live occurrence in the coefficient leaks, also through a group normalisation
+            as_reward = [p for p in places if p.coefficient_of_live]
+        else:
+            as_reward = [p for p in places if p.coefficient_of_live and p.linear]
+        if not as_reward:
+            continue
         sink = term.entry or fact.sink
+        # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)
+        # (for an estimate whose form is seen: a tensor only named as a KL may be anything)
+        if term.estimator is not None:
+            as_reward = [replace(p, reduced="none") if p.token_coefficient and p.reduced == "sum" else p
+                         for p in as_reward]
         judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
                                                         fact.call_stack), ctx)

@@ -10,17 +10,32 @@ from kllint.rules.base import RuleContext, estimator_words, occurrences, term_st
 from kllint.rules.fixes import estimate_for, reward_rewrite
 
 
-def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
+def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
+    """The KL terms a reward fact stores linearly, with their places."""
     algebra = ctx.algebra
-    expr = algebra.wrap(fact.value)
-    for symbol, places in occurrences(expr, algebra).items():
+    found = {}
+    for symbol, places in occurrences(algebra.wrap(fact.value), algebra).items():
         linear = [p for p in places if p.linear]
         if linear:
-            judge_reward_term(symbol, linear, fact, ctx)
+            found[symbol] = linear
+    return found
 
 
-def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> None:
-    """KL301 / KL302 / KL202 for one KL term used as a reward (score-function coefficient)."""
+def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
+    """A KL term stored under a reward or return name. Where the analysis also sees it in a
+    differentiated value, that dataflow decides what it is (a policy-gradient coefficient, a
+    preference objective's implicit reward, a weight) and the name is not used; otherwise the
+    name stands for the policy-gradient term that is out of sight."""
+    for symbol, places in reward_symbols(fact, ctx).items():
+        if symbol in ctx.differentiated:
+            continue
+        judge_reward_term(symbol, places, fact, ctx, pathwise=False)
+
+
+def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwise: bool = True) -> None:
+    """KL301 / KL302 / KL202 for one KL term used as a reward (score-function coefficient).
+    `pathwise`: the term is seen multiplying the policy's score function or ratio in a loss,
+    so a gradient it carries leaks into the update (KL301)."""
     algebra = ctx.algebra
     term = algebra.kterms[symbol]
     name = term.estimator.name if term.estimator else None
@@ -28,7 +43,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
         return
     trace = term_steps(term, "KL estimate") + (fact.sink.step(f"enters `{fact.target}` here"),)
     proven = not term.assumed or term.anchor.function in ctx.differentiating
-    if LP in algebra.table.role_symbols(term.expr) and proven:
+    if pathwise and LP in algebra.table.role_symbols(term.expr) and proven:
         ctx.report("KL301", term.anchor,
                    f"{estimator_words(term)} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help="detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)",

@@ -1,0 +1,107 @@
+"""Fields of containers: values stored as attributes of objects and read back elsewhere.
+
+Rollout code often computes a KL (or reference log-probs) in one method, keeps it on a
+container (`experience.kl = kl`, `Experience(seq, logp, ..., kl)`, a dataclass field) and
+reads it back in another method that shapes rewards or builds a loss (`experience.kl`). The
+analysis does not follow the identity of objects through lists, loops and method calls, so it
+keeps, for the file being checked, what was stored under each attribute name (only values that
+carry log-prob roles or KL terms) and gives it to a later read of that attribute on an object
+it knows nothing else about. The store is filled as the entry points run, in source order: a
+read in a method that runs before any store (and is not called after one) sees nothing.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from kllint.analysis.roles import sink_kind
+from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, _key, alternatives, join
+
+if TYPE_CHECKING:
+    from kllint.analysis.algebra import Algebra
+
+MAX_FIELDS = 256
+
+
+class FieldStore:
+    """Attribute name -> the values stored under it, per storing statement (joined over its
+    runs), for one checked file."""
+
+    def __init__(self, algebra: "Algebra") -> None:
+        self.algebra = algebra
+        self.values: dict[str, dict[int, Value]] = {}
+        self.sunk: set = set()  # keys of values stored under reward / return names (judged there)
+        self.version = 0  # changes whenever a stored value changes
+        self.reads = 0  # reads so far (a memoised call that read fields depends on `version`)
+
+    def _carries(self, value: Value) -> bool:
+        if isinstance(value, Tensor):
+            # dataflow only: log-prob roles or KL estimates of a seen form, not a value that is a
+            # KL by its name alone (`lambda_kl` of a constructor)
+            algebra = self.algebra
+            return bool(algebra.table.role_symbols(value.expr)) or any(
+                algebra.kterms[k].estimator is not None for k in algebra.kl_symbols(value.expr))
+        if isinstance(value, Sequence):
+            return any(self._carries(item) for item in value.items)
+        return isinstance(value, Model)
+
+    def write(self, attr: str, value: Value, site: int) -> None:
+        """Remember `value` (its options that carry roles or KL terms) under `attr`, as stored by
+        the statement `site` (an id; a read joins the statements' values, so that no one
+        statement's many runs crowd out the others)."""
+        kept = [option for option in alternatives(value) if self._carries(option)]
+        if not kept:
+            return
+        if attr not in self.values and len(self.values) >= MAX_FIELDS:
+            return
+        if sink_kind(attr) is not None:
+            self.sunk.update(_key(option) for option in kept)
+        by_site = self.values.setdefault(attr, {})
+        before = by_site.get(site)
+        by_site[site] = join(*((before,) if before is not None else ()), *kept)
+        if by_site[site] != before:
+            self.version += 1
+
+    def read(self, attr: str) -> Value | None:
+        """What was stored under `attr`, or None."""
+        self.reads += 1
+        stored = self.values.get(attr)
+        return join(*stored.values()) if stored else None
+
+    def judged(self, value: Value) -> bool:
+        """Whether `value` is a value read back, unchanged, from a reward or return field: its
+        reward sink was judged where it was stored (`advantages = experience.advantages`)."""
+        return _key(value) in self.sunk
+
+
+def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[Value],
+                       kwargs: dict[str, Value]) -> list[tuple[str, Value]]:
+    """The fields a constructor call `Cls(a, b, name=c)` fills: by the parameters of `__init__`
+    (conventionally stored under their own names), else by the annotated fields of the class
+    body in order (a dataclass or named tuple)."""
+    if init is not None:
+        params = [p.name.value for p in list(init.params.posonly_params) + list(init.params.params)][1:]
+        params += [p.name.value for p in init.params.kwonly_params]
+    else:
+        params = class_field_names(cls.node)
+    pairs = list(zip(params, args))
+    pairs += [(name, value) for name, value in kwargs.items() if name in params]
+    return pairs
+
+
+def class_field_names(node: Any) -> list[str]:
+    """Annotated names of a class body, in order (`kl: Optional[torch.Tensor] = None`)."""
+    outline = getattr(node, "_node", None)
+    if isinstance(outline, ast.ClassDef):
+        return [s.target.id for s in outline.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+    if isinstance(node, cst.ClassDef):
+        names = []
+        for line in node.body.body:
+            if isinstance(line, cst.SimpleStatementLine):
+                names += [s.target.value for s in line.body
+                          if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name)]
+        return names
+    return []
+
