@@ -18,6 +18,7 @@ import ast
 import ctypes
 import re
 import threading
+import time
 from typing import Any, Callable, TypeVar
 
 import libcst
@@ -116,6 +117,35 @@ class _Budget(AnalysisStopped):
         super().__init__(0.0)
 
 
+WALL_FACTOR = 10.0
+
+
+def _cpu_seconds(thread: threading.Thread) -> float | None:
+    """CPU time the thread has used (None where the platform cannot tell)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))  # type: ignore[arg-type]
+    except (AttributeError, OSError, OverflowError, TypeError):
+        return None
+
+
+def _wait(thread: threading.Thread, budget: float | None) -> None:
+    """Wait for `thread` until it ends or has used `budget` seconds of CPU time (a loaded
+    machine must not stop analyses that are merely slowed down), or a wall-clock backstop of
+    `WALL_FACTOR` times the budget (at least a minute) has passed."""
+    if not budget:
+        thread.join()
+        return
+    deadline = time.monotonic() + max(budget * WALL_FACTOR, 60.0)
+    while thread.is_alive():
+        thread.join(min(0.25, budget))
+        used = _cpu_seconds(thread)
+        if used is None:  # no per-thread clock: wall time
+            thread.join(budget)
+            return
+        if used >= budget or time.monotonic() >= deadline:
+            return
+
+
 def call_with_limits(function: Callable[..., T], *args: Any, budget: float | None = None,
                      **kwargs: Any) -> T:
     """`function(*args, **kwargs)` on a thread with a `STACK_BYTES` stack, within `budget`
@@ -144,7 +174,7 @@ def call_with_limits(function: Callable[..., T], *args: Any, budget: float | Non
     thread.start()
     threading.stack_size(previous)
     try:
-        thread.join(budget if budget else None)
+        _wait(thread, budget)
     except BaseException:  # Ctrl+C, SIGTERM: stop the analysis too
         _raise_in(thread, _Budget)
         raise
