@@ -208,8 +208,9 @@ class Algebra:
     def binary(self, op: str, a: Tensor, b: Tensor, anchor: Anchor) -> Tensor:
         """`a op b` for op in + - * / ** (masks multiply and counts divide as identities; logits
         minus their log-sum-exp are log-probs)."""
-        if op == "-" and b.kind == "log_normaliser" and a.kind is None:
-            return a.with_(space="logprob") if a.space in ("logits", None) else a
+        if op == "-" and b.kind == "log_normaliser":
+            result = self.binary(op, a, b.with_(kind=None), anchor)
+            return result.with_(space="logprob") if a.kind is None and a.space in ("logits", None) else result
         if op == "*" and b.kind == "mask" and a.kind != "mask":
             return a
         if op == "*" and a.kind == "mask" and b.kind != "mask":
