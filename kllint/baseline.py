@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Callable
 
 from kllint.diagnostics import Diagnostic
+from kllint.report.paths import escape_path
 
 FORMAT_VERSION = 1
+MAX_BASELINE_BYTES = 256 * 1024 * 1024
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -48,8 +50,10 @@ def _normalized(lines: list[str], diagnostic: Diagnostic) -> str:
 
 def _read_lines(path: Path) -> list[str]:
     try:
-        return _LINE_BREAK.split(path.read_bytes().decode("utf-8", errors="replace"))
-    except OSError:
+        from kllint.source import read_regular
+
+        return _LINE_BREAK.split(read_regular(path, 20 * 1024 * 1024).decode("utf-8", errors="replace"))
+    except (OSError, RuntimeError):
         return []
 
 
@@ -83,7 +87,8 @@ def fingerprints(diagnostics: list[Diagnostic], base: Path, cwd: Path | None = N
         key = (diagnostic.code, rel, text)
         index = occurrences[key]
         occurrences[key] += 1
-        digest = hashlib.sha256("\0".join((diagnostic.code, rel, text, str(index))).encode("utf-8")).hexdigest()
+        digest = hashlib.sha256("\0".join((diagnostic.code, rel, text, str(index)))
+                                .encode("utf-8", "surrogateescape")).hexdigest()
         result.append((diagnostic, digest))
     order = {id(d): i for i, d in enumerate(diagnostics)}
     result.sort(key=lambda pair: order[id(pair[0])])
@@ -117,10 +122,14 @@ def load(path: Path) -> Baseline:
     Raises:
         BaselineError: unreadable, not JSON, or not a kllint baseline.
     """
+    from kllint.source import read_regular
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
+        data = json.loads(read_regular(path, MAX_BASELINE_BYTES).decode("utf-8"))
+    except RecursionError:
+        raise BaselineError(f"{path}: not a kllint baseline (JSON nested too deeply)") from None
+    except (OSError, RuntimeError) as exc:
+        raise BaselineError(f"{path}: cannot read baseline: {getattr(exc, 'strerror', None) or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"{path}: not a kllint baseline (invalid JSON: {exc})") from None
     if not isinstance(data, dict) or data.get("kllint-baseline") != FORMAT_VERSION \
@@ -145,7 +154,7 @@ def write(path: Path, diagnostics: list[Diagnostic], cwd: Path | None = None) ->
     cwd = cwd or Path.cwd()
     base = (path if path.is_absolute() else cwd / path).parent
     entries = [
-        {"fingerprint": digest, "code": d.code, "path": _relative_path(d.path, base, cwd),
+        {"fingerprint": digest, "code": d.code, "path": escape_path(_relative_path(d.path, base, cwd)),
          "line": d.span.line, "message": d.message}
         for d, digest in fingerprints(diagnostics, base, cwd)
     ]

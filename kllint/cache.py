@@ -22,6 +22,15 @@ used only when all of these are unchanged:
 The cache never breaks a run: an unreadable, corrupt or foreign entry is a miss; a cache folder
 that cannot be created or written is skipped. Entries are written atomically (a temporary file
 in the same folder, then `os.replace`), so concurrent runs never see half an entry.
+
+The cache is not trusted. Its folder may be shared between CI jobs, where a pull request from
+a fork can write it, so nothing that is executed or written to a source file is taken from it:
+`--fix`, `--diff`, `--add-noqa` and `--confirm` derive their edits and expressions from a fresh
+analysis of each file they act on (`kllint.session`). Each entry starts with the sha256 of the
+rest of it, and an entry that fails it (a flipped byte, a truncated write) is a miss, rewritten
+by the run. Only regular files are read from the cache (no symbolic links, FIFOs or devices),
+of bounded size, and folders inside the cache that are symbolic links are neither followed nor
+written through.
 """
 from __future__ import annotations
 
@@ -45,14 +54,17 @@ TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
 TAG_TEXT = (f"{TAG_SIGNATURE}\n"
             "# This file is a cache directory tag created by kllint.\n"
             "# For information about cache directory tags see https://bford.info/cachedir/\n")
-FORMAT = "v2"
+FORMAT = "v3"
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
-def project_root(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
-    """The closest folder at or above the checked paths with a pyproject.toml or .git, else `cwd`."""
+def project_root(paths: Iterable[str | Path], cwd: Path | None = None, resolve: bool = True) -> Path:
+    """The closest folder at or above the checked paths with a pyproject.toml or .git, else `cwd`
+    (or, for paths outside `cwd`, their common folder). `resolve=False` takes the paths as
+    named, without following symbolic links (the root `--fix` keeps its writes in)."""
     cwd = (cwd or Path.cwd()).resolve()
-    resolved = [(cwd / p).resolve() for p in paths] or [cwd]
+    resolved = [((cwd / p).resolve() if resolve else Path(os.path.abspath(cwd / p))) for p in paths] or [cwd]
     try:
         common = Path(os.path.commonpath([str(p) for p in resolved]))
     except ValueError:  # different drives
@@ -61,7 +73,9 @@ def project_root(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
     for folder in (start, *start.parents):
         if any((folder / marker).exists() for marker in PROJECT_MARKERS):
             return folder
-    return cwd
+    # no project marker: the current folder if the paths are in it, else the paths' own folder
+    # (`kllint clean ../other` must not pick this project's cache)
+    return cwd if start == cwd or cwd in start.parents else start
 
 
 def default_directory(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
@@ -86,9 +100,12 @@ def file_digest(path: Path) -> str | None:
     known = _FILE_DIGESTS.get(path)
     if known is not None and known[0] == signature:
         return known[1]
+    from kllint.engine import MAX_FILE_BYTES
+    from kllint.source import read_regular
+
     try:
-        digest: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        digest: str | None = hashlib.sha256(read_regular(path, MAX_FILE_BYTES)).hexdigest()
+    except (OSError, RuntimeError):
         digest = None
     _FILE_DIGESTS[path] = (signature, digest)
     return digest
@@ -121,14 +138,11 @@ def current_code_digest(path: Path) -> str | None:
     when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
     from kllint.analysis.index import ProjectIndex
     from kllint.prefilter import parse_or_error
-    from kllint.source import code_digest, decode_source, source_lines
+    from kllint.source import code_digest, decode_source, read_regular, source_lines
 
     try:
-        raw = path.read_bytes()
-        if len(raw) > ProjectIndex.MAX_MODULE_BYTES:
-            return None
-        text = decode_source(raw)
-    except (OSError, UnicodeDecodeError, LookupError, SyntaxError):
+        text = decode_source(read_regular(path, ProjectIndex.MAX_MODULE_BYTES))
+    except (OSError, RuntimeError, UnicodeDecodeError, LookupError, SyntaxError):
         return None
     outline, error = parse_or_error(text)
     return code_digest(source_lines(text), outline) if error is None else None
@@ -210,7 +224,8 @@ def implementation_digest() -> str:
 # applied afresh to every hit (`engine.filter_found`), the others act before the analysis
 # (discovery) or after it (output).
 _APPLIED_ON_HITS = ("select", "extend_select", "ignore", "per_file_ignores", "blanket_noqa",
-                    "exclude", "extend_exclude", "respect_gitignore", "output_format")
+                    "exclude", "extend_exclude", "respect_gitignore", "output_format",
+                    "time_budget")  # a result that ran out of time is never stored
 
 
 def settings_digest(settings: Settings) -> str:
@@ -293,7 +308,8 @@ class ResultCache:
         """The cache in `directory`, created with CACHEDIR.TAG and .gitignore; None when impossible."""
         try:
             cache = cls(directory)
-            cache.entries.mkdir(parents=True, exist_ok=True)
+            cache.directory.mkdir(parents=True, exist_ok=True)
+            _real_folder(cache.entries, create=True)
             tag = cache.directory / CACHEDIR_TAG
             if not tag.is_file():
                 _write_atomic(tag, TAG_TEXT.encode())
@@ -323,9 +339,12 @@ class ResultCache:
 
         if not self.enabled:
             return None
+        from kllint.engine import MAX_FILE_BYTES
+        from kllint.source import read_regular
+
         try:
-            entry = json.loads(self._entry_path(item, settings).read_bytes())
-            raw = item.path.read_bytes()
+            entry = _load_entry(self._entry_path(item, settings))
+            raw = read_regular(item.path, MAX_FILE_BYTES)
             digest = hashlib.sha256(raw).hexdigest()
             valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == _package_of(item.path, self._packages)
@@ -337,8 +356,9 @@ class ResultCache:
             if not all(isinstance(d, Diagnostic) for d in found):
                 raise TypeError("not a list of diagnostics")
             diagnostics = list(found)
-            if entry["filtered"] and found:
-                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path)
+            warnings: list[str] = []
+            if entry["filtered"]:  # also without findings: KL901 audits the suppressions
+                diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path, warnings)
             gave_up = entry.get("gave_up", [])
             if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
                 raise TypeError("gave_up is not a list of strings")
@@ -347,7 +367,7 @@ class ResultCache:
             return None
         self.hits += 1
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
-                       gave_up=gave_up)
+                       gave_up=gave_up, warnings=warnings)
 
     def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
@@ -365,10 +385,47 @@ class ResultCache:
                 "gave_up": list(outcome.gave_up),
             }
             target = self._entry_path(item, settings)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, json.dumps(entry, separators=(",", ":")).encode())
+            _real_folder(self.entries, target.parent, create=True)
+            body = json.dumps(entry, separators=(",", ":")).encode()
+            _write_atomic(target, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
         except (OSError, TypeError, ValueError):
             return
+
+
+def _real_folder(*levels: Path, create: bool = False) -> None:
+    """Check that each of `levels` (folders inside the cache, outermost first) is a folder, not
+    a symbolic link; create the missing ones if asked.
+
+    Raises:
+        OSError: one is a symbolic link or not a folder (or is missing, unless `create`).
+    """
+    for level in levels:
+        try:
+            mode = os.lstat(level).st_mode
+        except FileNotFoundError:
+            if not create:
+                raise
+            os.mkdir(level)
+            mode = os.lstat(level).st_mode
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            raise OSError(f"{level}: not a folder (a symbolic link in the cache is never followed)")
+
+
+def _load_entry(path: Path) -> Any:
+    """The JSON of a cache entry whose first line is the sha256 of the rest.
+
+    Raises:
+        OSError: missing, not a regular file (a symbolic link, a FIFO, a device) or too large.
+        ValueError: the digest does not match or the JSON is invalid.
+    """
+    from kllint.source import read_regular
+
+    _real_folder(path.parent.parent, path.parent)
+    data = read_regular(path, MAX_ENTRY_BYTES, follow_symlinks=False)
+    check, _, body = data.partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != check:
+        raise ValueError("the entry fails its digest")
+    return json.loads(body)
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
@@ -388,7 +445,10 @@ def _write_atomic(target: Path, data: bytes) -> None:
 def is_cache_directory(directory: Path) -> bool:
     """True when `directory` holds the CACHEDIR.TAG that kllint writes (safe to delete)."""
     try:
-        return (directory / CACHEDIR_TAG).read_text(encoding="utf-8", errors="replace").startswith(TAG_SIGNATURE)
+        from kllint.source import read_regular
+
+        tag = read_regular(directory / CACHEDIR_TAG, 64 * 1024, follow_symlinks=False)
+        return tag.decode("utf-8", errors="replace").startswith(TAG_SIGNATURE)
     except OSError:
         return False
 

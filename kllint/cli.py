@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -21,7 +22,10 @@ def _stderr() -> Console:
 
 
 def _fail(message: str) -> NoReturn:
-    _stderr().print(f"kllint: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    try:
+        _stderr().print(f"kllint: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    except (OSError, ValueError, AttributeError):  # stderr closed
+        pass
     sys.exit(EXIT_ERROR)
 
 
@@ -59,18 +63,39 @@ def cli() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
+@click.option("--time-budget", type=float, default=None, metavar="SECONDS",
+              help="Stop the analysis of a file after SECONDS of CPU time (default: 10, or `time-budget`; 0: no limit).")
 @click.option("--confirm", is_flag=True,
-              help="Confirm each finding with the runtime gradient checker (needs kllint[torch] or "
-                   "kllint[jax]). WARNING: this evaluates the estimate expressions of your code.")
+              help="Confirm each finding with the runtime gradient checker (needs the torch or the jax extra "
+                   "of kllint). WARNING: this evaluates the estimate expressions of your code.")
 @click.option("--stdin-filename", default=None, metavar="PATH",
               help="With `-` (read the source from stdin): the file's path, for configuration, module "
                    "resolution and the reported path.")
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and errors only: no summary or hints on stderr.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also list on stderr each file analysed, skipped by the prefilter or cached, and analyses abandoned.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit 0.")
+@click.option("--show-settings", is_flag=True,
+              help="Print the settings that apply to the first file found (or the current folder), then exit 0.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the output (the chosen format, --statistics or --diff) to this file instead of stdout.")
+@click.option("--exclude", multiple=True, metavar="PATTERN",
+              help="Exclude these gitignore-style patterns (comma-separated; replaces `exclude` of the configuration).")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERN",
+              help="Exclude these patterns in addition to the configured ones (comma-separated).")
+@click.option("--show-fixes", is_flag=True,
+              help="List the findings fixed (with --fix) or that --fix would fix, on stderr.")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="With --fix, exit 1 when a file was changed, even if no finding remains.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
           baseline: str | None, write_baseline: str | None, exit_zero: bool, statistics: bool,
-          jobs: int | None, no_cache: bool, cache_dir: str | None, confirm: bool,
-          stdin_filename: str | None) -> None:
+          jobs: int | None, no_cache: bool, cache_dir: str | None, time_budget: float | None,
+          confirm: bool, stdin_filename: str | None = None, quiet: bool = False,
+          verbose: bool = False, show_files: bool = False, show_settings: bool = False,
+          output_file: str | None = None, exclude: tuple[str, ...] = (), extend_exclude: tuple[str, ...] = (),
+          show_fixes: bool = False, exit_non_zero_on_fix: bool = False) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -85,6 +110,9 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         isolated=isolated, force_exclude=force_exclude, exit_zero=exit_zero, statistics=statistics,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, add_noqa=add_noqa, baseline=baseline,
         write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir, confirm=confirm,
+        quiet=quiet, verbose=verbose, show_files=show_files, show_settings=show_settings, output_file=output_file,
+        exclude=exclude or None, extend_exclude=extend_exclude, show_fixes=show_fixes,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, time_budget=time_budget,
     )
     try:
         code = run_check(options)
@@ -126,22 +154,33 @@ def rule(code: str) -> None:
 
 @cli.command()
 def server() -> None:
-    """Run the language server over stdio, for editors (needs `pip install 'kllint[server]'`)."""
+    """Run the language server over stdio, for editors (needs the `server` extra: pygls)."""
     try:
         import pygls  # noqa: F401
     except ImportError:
-        _fail("the language server needs pygls: pip install 'kllint[server]'")
+        _fail("the language server needs pygls: pip install 'pygls>=2,<3' (kllint's `server` extra)")
     from kllint.server import serve
 
     serve()
 
 
 @cli.command(name="rules")
-def list_rules() -> None:
-    """List every rule: code, name and one-line summary."""
+@click.option("--output-format", type=click.Choice(("text", "json")), default="text", show_default=True,
+              help="A table for people, or a JSON array of {code, name, severity, summary, default}.")
+def list_rules(output_format: str) -> None:
+    """List every rule: code, name and one-line summary (opt-in rules are marked)."""
+    from kllint.rules.registry import OPT_IN
+
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps([{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary,
+                                "default": r.code not in OPT_IN} for r in RULES], indent=2))
+        return
     width = max(len(r.name) for r in RULES)
     for info in RULES:
-        click.echo(f"{info.code}  {info.name:<{width}}  {info.summary}")
+        opt_in = "  (opt-in)" if info.code in OPT_IN else ""
+        click.echo(f"{info.code}  {info.name:<{width}}  {info.summary}{opt_in}")
 
 
 def _register_gradcheck() -> None:
@@ -153,16 +192,59 @@ def _register_gradcheck() -> None:
 _register_gradcheck()
 
 
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_SIGTERM)  # unwinds like Ctrl+C: the worker pool is terminated and reaped
+
+
+def _one_line(exc: click.ClickException) -> str:
+    message = " ".join(exc.format_message().split())
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        message += f" (see `{exc.ctx.command_path} --help`)"
+    return message
+
+
 def main() -> None:
-    """Console-script entry point; turns unexpected errors into exit code 2 without a traceback."""
+    """Console-script entry point: no traceback ever. Usage errors are one line (exit 2),
+    unexpected errors `internal error: ...` (exit 2), Ctrl+C exits 130 and SIGTERM 143."""
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM
+        pass
+    code: object = EXIT_ERROR
     try:
         try:
-            cli(standalone_mode=True)
-        except KeyboardInterrupt:
-            sys.exit(EXIT_ERROR)
+            code = cli(standalone_mode=False)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            code = EXIT_SIGINT
+        except click.ClickException as exc:
+            _stderr_line(f"kllint: error: {_one_line(exc)}")
+            code = EXIT_ERROR
+        except RecursionError:
+            _stderr_line("kllint: error: internal error: RecursionError (input nested too deeply)")
+            code = EXIT_ERROR
         except Exception as exc:  # noqa: BLE001
-            _fail(f"internal error: {type(exc).__name__}: {exc}")
+            _stderr_line(f"kllint: error: internal error: {type(exc).__name__}: {exc}")
+            code = EXIT_ERROR
     except SystemExit as done:
-        if isinstance(done.code, str):
-            print(done.code, file=sys.stderr)
-        fast_exit(done.code)
+        code = done.code
+        if isinstance(code, str):
+            _stderr_line(code)
+    except KeyboardInterrupt:
+        code = EXIT_SIGINT
+    fast_exit(code)
+
+
+def _stderr_line(line: str) -> None:
+    """One line on stderr, even when stderr is closed or cannot encode it."""
+    try:
+        stream = sys.stderr
+        if stream is None:
+            return
+        stream.write(line.encode(getattr(stream, "encoding", None) or "utf-8", "backslashreplace")
+                     .decode(getattr(stream, "encoding", None) or "utf-8", "replace") + "\n")
+        stream.flush()
+    except (OSError, ValueError, AttributeError, LookupError):
+        pass

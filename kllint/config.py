@@ -23,8 +23,9 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 
 KNOWN_KEYS = (
     "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-    "output-format", "vocab", "respect-gitignore", "blanket-noqa",
+    "output-format", "vocab", "respect-gitignore", "blanket-noqa", "time-budget",
 )
+DEFAULT_TIME_BUDGET = 10.0
 OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
 CONFIG_NAMES = ("kllint.toml", "pyproject.toml")
 VOCAB_KEYS = ("logprob-functions", "stop-gradient-functions", "loss-sinks", "reference-names")
@@ -58,6 +59,7 @@ class Settings:
     respect_gitignore: bool = True
     blanket_noqa: bool = False
     vocab: Vocab = field(default_factory=Vocab)
+    time_budget: float = DEFAULT_TIME_BUDGET
     source: Path | None = None
 
     @property
@@ -79,6 +81,12 @@ class Settings:
         return self
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array (write [tool.kllint], not [[tool.kllint]])"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
 def _did_you_mean(key: str, options: tuple[str, ...]) -> str:
     close = difflib.get_close_matches(key, options, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -93,6 +101,23 @@ def _str_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...] | 
     return tuple(value)
 
 
+def _no_empty_selector(values: tuple[str, ...], key: str, where: str) -> None:
+    """An empty selector would match every code (`ignore = [""]` would silently disable all rules)."""
+    if any(not value.strip() for value in values):
+        raise ConfigError(f"{where}: `{key}` has an empty selector (name a code, a prefix such as KL1, or ALL)")
+
+
+def _check_patterns(patterns: tuple[str, ...], key: str, where: str) -> None:
+    """Every exclude pattern must be a valid gitignore pattern."""
+    import pathspec
+
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except Exception as exc:  # noqa: BLE001 - pathspec raises several types
+            raise ConfigError(f"{where}: `{key}`: invalid pattern {pattern!r} ({exc})") from None
+
+
 def parse_table(table: dict[str, Any], where: str, base: Settings | None = None) -> Settings:
     """Build Settings from a `[tool.kllint]` table.
 
@@ -100,6 +125,8 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
         ConfigError: unknown keys (with a did-you-mean hint), wrong types, unknown rule codes.
     """
     base = base or Settings()
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: `tool.kllint` must be a table ([tool.kllint]), not {_kind(table)}")
     for key in table:
         if key not in KNOWN_KEYS:
             raise ConfigError(f"{where}: unknown key `{key}`{_did_you_mean(key, KNOWN_KEYS)}")
@@ -108,17 +135,28 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
                       ("extend-exclude", "extend_exclude")):
         value = _str_list(table, key, where)
         if value is not None:
+            if attr != "extend_exclude":
+                _no_empty_selector(value, key, where)
             changes[attr] = value
     exclude = _str_list(table, "exclude", where)
     if exclude is not None:
         changes["exclude"] = DEFAULT_EXCLUDES + exclude
+    for key in ("exclude", "extend-exclude"):
+        _check_patterns(_str_list(table, key, where) or (), key, where)
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
         changes["per_file_ignores"] = tuple(
-            (pattern, tuple(_str_list(pfi, pattern, where) or ())) for pattern in pfi
+            (pattern, tuple(_str_list(pfi, pattern, f"{where}: per-file-ignores") or ())) for pattern in pfi
         )
+        for pattern, codes in changes["per_file_ignores"]:
+            _no_empty_selector(codes, f"per-file-ignores.{pattern!r}", where)
+    if "time-budget" in table:
+        budget = table["time-budget"]
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < 1e9:
+            raise ConfigError(f"{where}: `time-budget` must be a number of seconds (0: no limit), not {budget!r}")
+        changes["time_budget"] = float(budget)
     if "output-format" in table:
         fmt = table["output-format"]
         if fmt not in OUTPUT_FORMATS:
@@ -148,6 +186,16 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
     return settings
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _read_config(path: Path) -> str:
+    """A configuration file's text: a regular file of at most `MAX_CONFIG_BYTES`, UTF-8."""
+    from kllint.source import read_regular
+
+    return read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+
+
 def load_file(path: Path, base: Settings | None = None) -> Settings | None:
     """Settings from one pyproject.toml (None when it has no [tool.kllint]) or kllint.toml.
 
@@ -155,13 +203,16 @@ def load_file(path: Path, base: Settings | None = None) -> Settings | None:
         ConfigError: unreadable TOML or an invalid table.
     """
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+        data = tomllib.loads(_read_config(path))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {getattr(exc, 'strerror', None) or exc}") from None
     if path.name == "kllint.toml":
         table = data
     else:
-        table = data.get("tool", {}).get("kllint")
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: `tool` must be a table, not {_kind(tool)}")
+        table = tool.get("kllint")
         if table is None:
             return None
     settings = parse_table(table, str(path), base)
@@ -198,9 +249,10 @@ def _config_in(folder: Path) -> Path | None:
             if name == "kllint.toml":
                 return candidate
             try:
-                if "kllint" in tomllib.loads(candidate.read_text(encoding="utf-8")).get("tool", {}):
-                    return candidate
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                tool = tomllib.loads(_read_config(candidate)).get("tool", {})
+                if not isinstance(tool, dict) or "kllint" in tool:
+                    return candidate  # an invalid `tool` is reported when loaded
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError):
                 return candidate  # reported when loaded
     return None
 
@@ -210,18 +262,25 @@ class CliOverrides:
     """Options given on the command line, applied on top of every configuration file (Ruff-style).
 
     `select` replaces the configured selection; `extend_select` and `ignore` add to it.
+    `exclude` replaces the configured exclude patterns (the default ones stay), `extend_exclude`
+    adds to them; patterns are relative to the folder of the configuration file, as there.
     """
 
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None  # replaces the configured `exclude` (defaults kept)
+    extend_exclude: tuple[str, ...] = ()
+    time_budget: float | None = None
 
     def validate(self) -> None:
-        """Raises ConfigError when a selector names no rule."""
+        """Raises ConfigError when a selector names no rule or an exclude pattern is invalid."""
         try:
             select_codes(self.select or ("ALL",), self.ignore, self.extend_select)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        _check_patterns(self.exclude or (), "--exclude", "command line")
+        _check_patterns(self.extend_exclude, "--extend-exclude", "command line")
 
     def apply(self, settings: Settings) -> Settings:
         """`settings` with these overrides applied."""
@@ -230,6 +289,9 @@ class CliOverrides:
             select=self.select if self.select is not None else settings.select,
             extend_select=settings.extend_select + self.extend_select,
             ignore=settings.ignore + self.ignore,
+            exclude=DEFAULT_EXCLUDES + self.exclude if self.exclude is not None else settings.exclude,
+            extend_exclude=settings.extend_exclude + self.extend_exclude,
+            time_budget=self.time_budget if self.time_budget is not None else settings.time_budget,
         )
 
 

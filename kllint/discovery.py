@@ -9,6 +9,7 @@ current folder when there is none); a pattern without a slash matches a name at 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -59,10 +60,27 @@ def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
     if not ignore_file.is_file():
         return None
     try:
-        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        from kllint.source import read_regular
+
+        lines = read_regular(ignore_file, 4 * 1024 * 1024).decode("utf-8", errors="replace").splitlines()
+    except (OSError, RuntimeError):
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def safe_resolve(path: Path) -> Path:
+    """`path.resolve()`, or the absolute path when it cannot be resolved (a symbolic link loop)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _display(path: Path, cwd: Path) -> str:
@@ -91,8 +109,8 @@ def is_excluded(path: Path, settings: Settings, root: Path | None = None, is_dir
     each of its trailing parts instead.
     """
     spec = _exclude_spec(settings)
-    base = (root or settings.root or Path.cwd()).resolve()
-    resolved = path.resolve()
+    base = safe_resolve(root or settings.root or Path.cwd())
+    resolved = safe_resolve(path)
     try:
         rel, anchored = resolved.relative_to(base).as_posix(), True
     except ValueError:
@@ -103,12 +121,18 @@ def is_excluded(path: Path, settings: Settings, root: Path | None = None, is_dir
 
 
 def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = False,
-             cwd: Path | None = None) -> Iterator[Discovered]:
+             cwd: Path | None = None, notes: list[str] | None = None) -> Iterator[Discovered]:
     """Yield the Python files under `paths`, sorted per directory, without duplicates.
 
-    Files named explicitly are always checked unless `force_exclude` applies the excludes to
-    them too (the pre-commit hook passes `--force-exclude`). `settings` is a `Settings` or a
+    Files and folders named explicitly are always checked, even under an excluded folder such
+    as `build/` or `venv/`, unless `force_exclude` applies the excludes to them too (the
+    pre-commit hook passes `--force-exclude`); the excludes always apply to what is discovered
+    below a named folder. `settings` is a `Settings` or a
     `SettingsResolver`; each folder is judged by the settings of its closest configuration.
+
+    Anything named that is not a folder (a FIFO, a device, a broken or looping symbolic link) is
+    yielded as a file: the engine reports it (KL900), rather than the run saying "0 files". A
+    folder that cannot be read is skipped with a one-line remark appended to `notes`.
 
     Raises:
         MissingPathError: when a named path does not exist.
@@ -118,10 +142,10 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
     seen: set[Path] = set()
     for raw in paths:
         start = Path(raw)
-        if not start.exists():
+        if not os.path.lexists(start):
             raise MissingPathError(f"{raw}: no such file or directory")
-        if start.is_file():
-            resolved = start.resolve()
+        if not start.is_dir():
+            resolved = safe_resolve(start)
             if resolved in seen:
                 continue
             if force_exclude:
@@ -129,20 +153,29 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                 if is_excluded(start, own, own.root or cwd, is_dir=False):
                     continue
             seen.add(resolved)
-            yield Discovered(start, _display(resolved, cwd) if not start.is_absolute() else start.as_posix())
+            shown = resolved if _is_regular(resolved) else Path(os.path.abspath(start))
+            yield Discovered(start, _display(shown, cwd) if not start.is_absolute() else start.as_posix())
             continue
-        if force_exclude:
-            own = settings.for_path(start.resolve())
-            if is_excluded(start, own, own.root or cwd, is_dir=True):
-                continue
+        own = settings.for_path(start.resolve())
+        named_excluded = is_excluded(start, own, own.root or cwd, is_dir=True)
+        if force_exclude and named_excluded:
+            continue
+        # a folder named on the command line is checked even if an exclude (`build`, `venv`)
+        # matches it or a folder above it: below it, the patterns apply relative to it
         ignores: list[tuple[Path, pathspec.PathSpec]] = []
-        for folder, dirnames, filenames in os.walk(start):
+
+        def unreadable(error: OSError) -> None:
+            if notes is not None:
+                notes.append(f"{error.filename}: cannot read folder: {error.strerror or error}; skipped")
+
+        for folder, dirnames, filenames in os.walk(start, onerror=unreadable):
             here = Path(folder)
             here_resolved = here.resolve()
             local = settings.for_path(here_resolved)
             spec = _exclude_spec(local)
             try:
-                here_rel = here_resolved.relative_to((local.root or cwd).resolve()).as_posix()
+                here_rel = None if named_excluded else (
+                    here_resolved.relative_to((local.root or cwd).resolve()).as_posix())
             except ValueError:
                 here_rel = None
             if local.respect_gitignore:
@@ -173,8 +206,10 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                     continue
                 path = here / name
                 # one realpath per folder; a file that is itself a symlink is resolved on its own
-                resolved = path.resolve() if os.path.islink(path) else here_resolved / name
+                link = os.path.islink(path)
+                resolved = safe_resolve(path) if link else here_resolved / name
                 if resolved in seen:
                     continue
                 seen.add(resolved)
-                yield Discovered(path, _display(resolved, cwd) if not start.is_absolute() else path.as_posix())
+                shown = path if link and not _is_regular(resolved) else resolved  # a link to a device: its name
+                yield Discovered(path, _display(shown, cwd) if not start.is_absolute() else path.as_posix())

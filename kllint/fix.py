@@ -7,8 +7,13 @@ parses (libcst) and re-linting it shows the fixed findings gone, with no new fin
 family (KL1xx, KL3xx, ...) in the rewritten region; otherwise the fixes are tried
 one at a time. Passes repeat (a fix may reveal another) up to `MAX_PASSES`.
 
-Files are written atomically (a temporary file in the same folder, then `os.replace`), keeping
-the file mode, the encoding (UTF-8, with its byte-order mark if any) and the line endings.
+Files are read and written in their own encoding (a PEP 263 coding line or a UTF-8 byte-order
+mark, else UTF-8, as Python reads them), keeping their line endings. They are written
+atomically (a temporary file in the same folder, fsynced, then `os.replace`), keeping the
+file's mode and owner. `write_atomic` refuses (`FixRefused`): a file whose real path is outside
+the project root (a symbolic link out of the tree), a read-only file (no write bit), and a file
+with more than one hard link (replacing it would detach it from its other names; fix such files
+by hand, or break the link first).
 """
 from __future__ import annotations
 
@@ -21,11 +26,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst
-
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
+from kllint.guard import AnalysisStopped, call_with_limits, guarded_parse_module
 
 MAX_PASSES = 10
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -33,6 +37,10 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 class FixError(Exception):
     """A file could not be read or written while fixing; the message names the file."""
+
+
+class FixRefused(FixError):
+    """A file kllint will not write (outside the project, read-only, hard-linked); the message says why."""
 
 
 def is_applicable(diagnostic: Diagnostic, unsafe: bool = False) -> bool:
@@ -150,8 +158,11 @@ def lint_text(text: str, item: Discovered, settings: Settings) -> list[Diagnosti
     """
     from kllint.analysis.checker import check_source
     from kllint.engine import filter_found
+    from kllint.guard import call_with_limits
 
-    found = check_source(text, item.display, item.path, settings)
+    # on a large stack, within the time budget (kllint.guard.AnalysisStopped when it runs out)
+    found = call_with_limits(check_source, text, item.display, item.path, settings,
+                             budget=getattr(settings, "time_budget", None))
     return sorted(filter_found(list(found), text, item.display, settings, item.path), key=lambda d: d.sort_key)
 
 
@@ -159,9 +170,9 @@ def _verified(new_text: str, applied: list[tuple[Diagnostic, Span]], before: lis
               item: Discovered, settings: Settings) -> list[Diagnostic] | None:
     """The findings of `new_text` if it parses and the applied fixes' findings are gone, else None."""
     try:
-        libcst.parse_module(new_text)
+        call_with_limits(guarded_parse_module, new_text)
         after = lint_text(new_text, item, settings)
-    except Exception:  # noqa: BLE001 - any failure rejects the fix
+    except (Exception, AnalysisStopped):  # noqa: BLE001 - any failure rejects the fix
         return None
     for diagnostic, region in applied:
         if any(d.code == diagnostic.code and _overlaps(d.span, region) for d in after):
@@ -217,42 +228,92 @@ def fix_text(text: str, item: Discovered, settings: Settings, unsafe: bool = Fal
 
 
 def read_source(path: Path) -> str:
-    """A file's text, decoded as UTF-8 without translating line endings.
+    """A file's text, decoded as Python does (PEP 263 coding line or BOM, else UTF-8), without
+    translating line endings.
 
     Raises:
-        FixError: the file cannot be read or is not UTF-8.
+        FixError: the file cannot be read (or is not a regular file) or cannot be decoded.
     """
+    return read_source_encoded(path)[0]
+
+
+def read_source_encoded(path: Path) -> tuple[str, str]:
+    """A file's text and the encoding it is written in (see `read_source`).
+
+    Raises:
+        FixError: the file cannot be read (or is not a regular file) or cannot be decoded.
+    """
+    import io
+    import tokenize
+
+    from kllint.engine import MAX_FILE_BYTES
+    from kllint.source import read_regular
+
     try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise FixError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raw = read_regular(path, MAX_FILE_BYTES)
+    except (OSError, RuntimeError) as exc:
+        raise FixError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        return raw.decode(encoding), encoding
     except UnicodeDecodeError as exc:
-        raise FixError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+        raise FixError(f"{path}: not valid {exc.encoding} (byte {exc.start})") from None
+    except (LookupError, SyntaxError) as exc:
+        raise FixError(f"{path}: cannot decode: {exc}") from None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace the file `path` with `text` (UTF-8) atomically, keeping its permission bits.
+def _inside(target: str, root: Path) -> bool:
+    try:
+        real_root = os.path.realpath(root)
+    except (OSError, ValueError):
+        return False
+    return os.path.commonpath([target, real_root]) == real_root
 
-    A symbolic link is followed: its target is rewritten. Line endings are written as they are
-    in `text`.
+
+def write_atomic(path: Path, text: str, encoding: str = "utf-8", root: Path | None = None) -> None:
+    """Replace the file `path` with `text` in `encoding` atomically, keeping its mode and owner.
+
+    A symbolic link is followed (its target is rewritten) only when the target is inside
+    `root` (the project root; no check when None). Line endings are written as they are in `text`.
 
     Raises:
-        FixError: the file cannot be written.
+        FixRefused: the target is outside `root`, read-only or has other hard links.
+        FixError: the text cannot be encoded or the file cannot be written.
     """
-    target = Path(os.path.realpath(path))
+    target = os.path.realpath(path)
+    if root is not None and not _inside(target, root):
+        raise FixRefused(f"{path}: its real path {target} is outside the project ({root}); not fixed")
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except OSError:
-        mode = None
+        st = os.stat(target)
+    except OSError as exc:
+        raise FixError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FixRefused(f"{path}: not a regular file; not fixed")
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise FixRefused(f"{path}: the file is read-only; not fixed")
+    if st.st_nlink > 1:
+        raise FixRefused(f"{path}: the file has {st.st_nlink} hard links and replacing it would break them; "
+                         "not fixed")
+    try:
+        data = text.encode(encoding)
+    except (UnicodeEncodeError, LookupError) as exc:
+        raise FixError(f"{path}: the fixed text cannot be written in the file's encoding {encoding} ({exc}); "
+                       "not fixed") from None
     tmp_name = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kllint.tmp", dir=target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".kllint.tmp",
+                                        dir=os.path.dirname(target))
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp_name, mode)
+        os.chmod(tmp_name, mode)
+        if hasattr(os, "chown") and (st.st_uid, st.st_gid) != _owner(tmp_name):
+            try:
+                os.chown(tmp_name, st.st_uid, st.st_gid)
+            except OSError:
+                raise FixRefused(f"{path}: cannot keep the file's owner; not fixed") from None
         os.replace(tmp_name, target)
         tmp_name = None
     except OSError as exc:
@@ -263,6 +324,11 @@ def write_atomic(path: Path, text: str) -> None:
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+def _owner(name: str) -> tuple[int, int]:
+    st = os.stat(name)
+    return st.st_uid, st.st_gid
 
 
 def unified_diff(display: str, before: str, after: str) -> str:
@@ -284,8 +350,8 @@ def fix_file(item: Discovered, settings: Settings, unsafe: bool = False, write: 
         FixError: the file cannot be read or written.
         SyntaxError, libcst.ParserSyntaxError: the file does not parse.
     """
-    text = read_source(item.path)
+    text, encoding = read_source_encoded(item.path)
     outcome = fix_text(text, item, settings, unsafe=unsafe)
     if write and outcome.changed:
-        write_atomic(item.path, outcome.text)
+        write_atomic(item.path, outcome.text, encoding)
     return outcome

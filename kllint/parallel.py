@@ -59,13 +59,15 @@ Done = Callable[[int, "Outcome"], None]
 def worth_it(items: list[Discovered]) -> bool:
     """Whether more than THRESHOLD of `items` pass the prefilter (only those need real work;
     starting workers costs about a second each). Reads the files until it knows."""
+    from kllint.engine import MAX_FILE_BYTES
     from kllint.prefilter import might_matter
+    from kllint.source import read_regular
 
     candidates = 0
     for item in items:
         try:
-            text = item.path.read_bytes().decode("utf-8", errors="replace")
-        except OSError:
+            text = read_regular(item.path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+        except (OSError, RuntimeError):
             continue
         if might_matter(text):
             candidates += 1
@@ -129,6 +131,8 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
             outcome = analyse_file(item, settings, _INDEX, track)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
             outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
+        if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
+            _INDEX = ProjectIndex()
         results.append((slot, outcome))
         if _STATUS is not None:
             _STATUS[slot] = _FINISHED
@@ -174,13 +178,26 @@ def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
 
 
 def _terminate(executor: ProcessPoolExecutor) -> None:
-    """End the workers now (after Ctrl+C): they ignore SIGINT and would finish their chunk."""
-    for process in list((getattr(executor, "_processes", None) or {}).values()):
+    """End the workers now (after Ctrl+C or SIGTERM: they ignore SIGINT and would finish their
+    chunk) and reap them, so that no worker outlives the run."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for process in processes:
         try:
             process.terminate()
         except Exception:  # noqa: BLE001
             pass
-    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        executor.shutdown(wait=True, cancel_futures=True)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:

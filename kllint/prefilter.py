@@ -84,11 +84,19 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def parse_or_error(text: str) -> tuple[ast.Module | None, SyntaxError | None]:
-    """The `ast` tree of a file, or the syntax error Python reports for it."""
+    """The `ast` tree of a file, or the syntax error Python reports for it.
+
+    A file of a newer Python's grammar (PEP 695, PEP 701) gets an outline from `kllint.compat`
+    instead, or a `kllint.compat.NewerSyntaxError` ("needs a newer Python to check").
+    """
+    body = text[1:] if text.startswith("\ufeff") else text  # a UTF-8 BOM is valid
     try:
-        return ast.parse(text[1:] if text.startswith("\ufeff") else text), None  # a UTF-8 BOM is valid
+        return ast.parse(body), None
     except SyntaxError as exc:
-        return None, exc
+        from kllint.compat import newer_syntax_outline
+
+        outline, error = newer_syntax_outline(body, exc)
+        return (outline, None) if outline is not None else (None, error)
     except (ValueError, RecursionError, MemoryError) as exc:
         error = SyntaxError(str(exc))
         error.lineno, error.offset = 1, 1

@@ -6,7 +6,6 @@ goes to stderr. Bad usage raises `UsageError` (the command prints it on one line
 """
 from __future__ import annotations
 
-import io
 import os
 import sys
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from kllint.config import OUTPUT_FORMATS, CliOverrides, ConfigError, SettingsRes
 from kllint.diagnostics import Diagnostic
 from kllint.discovery import Discovered, MissingPathError, discover
 from kllint.engine import RunResult, run
+from kllint.output import OutputContext as _Context, render, write_stdout as _write_stdout  # noqa: F401 - API
 
 if TYPE_CHECKING:
     from kllint.cache import ResultCache
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 MACHINE_FORMATS = ("json", "sarif", "github")
 PROGRESS_THRESHOLD = 200
-SUMMARY_FILE_LIMIT = 20
 
 
 class UsageError(Exception):
@@ -60,6 +59,16 @@ class CheckOptions:
     cache_dir: str | None = None
     confirm: bool = False
     stdin_filename: str | None = None
+    quiet: bool = False
+    verbose: bool = False
+    show_files: bool = False
+    show_settings: bool = False
+    output_file: str | None = None
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    show_fixes: bool = False
+    exit_non_zero_on_fix: bool = False
+    time_budget: float | None = None
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -86,50 +95,6 @@ def stderr_console() -> Console:
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
 
 
-@dataclass
-class _Context:
-    selected: frozenset[str]
-    internal_errors: list[str]
-    sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
-
-
-def render(fmt: str, diagnostics: list[Diagnostic], context: _Context) -> str:
-    """The text of one output format (for files, and for stdout except `full` on a terminal)."""
-    if fmt == "json":
-        from kllint.report import json as report_json
-
-        return report_json.render(diagnostics)
-    if fmt == "concise":
-        from kllint.report import concise
-
-        return concise.render(diagnostics)
-    if fmt == "sarif":
-        from kllint.report import sarif
-
-        return sarif.render(diagnostics, selected=context.selected, notifications=context.internal_errors)
-    if fmt == "github":
-        from kllint.report import github
-
-        return github.render(diagnostics)
-    from kllint.report import text
-
-    buffer = io.StringIO()
-    text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True),
-                sources=context.sources)
-    return buffer.getvalue()
-
-
-def _write_stdout(fmt: str, diagnostics: list[Diagnostic], context: _Context, stdout: TextIO) -> None:
-    if fmt == "full" and stdout.isatty():
-        from kllint.report import text
-
-        text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
-                                         highlight=False), sources=context.sources)
-        return
-    stdout.write(render(fmt, diagnostics, context))
-    stdout.flush()
-
-
 def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
     if options.add_noqa and (options.fix or options.diff):
         raise UsageError("--add-noqa cannot be combined with --fix or --diff")
@@ -137,8 +102,12 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         raise UsageError("--write-baseline cannot be combined with --diff")
     if options.jobs is not None and options.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {options.jobs}")
+    if options.time_budget is not None and not 0 <= options.time_budget < 1e9:
+        raise UsageError(f"--time-budget must be a number of seconds (0: no limit), not {options.time_budget}")
     if options.no_cache and options.cache_dir:
         raise UsageError("--no-cache and --cache-dir cannot be used together")
+    if options.quiet and options.verbose:
+        raise UsageError("--quiet and --verbose cannot be used together")
     if options.output_format is not None and options.output_format not in OUTPUT_FORMATS:
         raise UsageError(f"unknown output format {options.output_format!r}")
     from kllint.stdin import StdinUsageError, check_usage
@@ -150,14 +119,16 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
     return [parse_report(value) for value in options.reports]
 
 
-def _discover(options: CheckOptions, resolver: SettingsResolver) -> tuple[list[Discovered], dict[str, str]]:
-    """The files to check, and {display: text} of those read from stdin (kllint.stdin)."""
+def _discover(options: CheckOptions, resolver: SettingsResolver,
+              notes: list[str]) -> tuple[list[Discovered], dict[str, str]]:
+    """The files to check, and {display: text} of those read from stdin (kllint.stdin); folders
+    that cannot be read are remarks in `notes`."""
     from kllint.stdin import STDIN, stdin_files
 
     try:
         if options.paths == (STDIN,):
             return stdin_files(options.stdin_filename, resolver, options.force_exclude)
-        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude)), {}
+        return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude, notes=notes)), {}
     except (MissingPathError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -174,7 +145,16 @@ def open_cache(options: CheckOptions) -> "ResultCache | None":
     from kllint.cache import ResultCache, default_directory
 
     directory = Path(options.cache_dir) if options.cache_dir else default_directory(options.paths)
-    return ResultCache.open(directory)
+    if options.cache_dir:  # asked for by name: a folder that cannot be created is an error
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--cache-dir {options.cache_dir}: cannot create the folder: "
+                             f"{exc.strerror or exc}") from None
+    cache = ResultCache.open(directory)
+    if cache is None and options.cache_dir:
+        raise UsageError(f"--cache-dir {options.cache_dir}: cannot write the cache there")
+    return cache
 
 
 def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
@@ -189,92 +169,6 @@ def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress:
         return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache)
 
 
-def _replace_file(result: RunResult, display: str, remaining: list[Diagnostic]) -> None:
-    result.diagnostics = [d for d in result.diagnostics if d.path != display] + list(remaining)
-    result.diagnostics.sort(key=lambda d: d.sort_key)
-
-
-def _apply_fixes(options: CheckOptions, files: list[Discovered], resolver: SettingsResolver,
-                 result: RunResult, stdout: TextIO, err: Console,
-                 buffers: dict[str, str] | None = None) -> tuple[int, bool]:
-    """Fix (or, with --diff, show) the files; returns (findings fixed, whether any file changed).
-
-    Items held in memory (stdin) are not written: their fixed text goes to `buffers`."""
-    from kllint.fix import FixError, fix_text, is_applicable, unified_diff, write_atomic
-    from kllint.notebook import NotebookError, is_notebook
-    from kllint.notebook.fix import fix_notebook, notebook_diff
-    from kllint.report.locations import location
-    from kllint.stdin import read_text
-
-    by_display = {item.display: item for item in files}
-    fixable = sorted({d.path for d in result.diagnostics if is_applicable(d, options.unsafe_fixes)})
-    fixed = 0
-    changed = False
-    for display in fixable:
-        item = by_display.get(display)
-        if item is None:
-            continue
-        settings = resolver.for_path(item.path)
-        current = [d for d in result.diagnostics if d.path == display]
-        try:
-            text = read_text(item)
-            notebook = is_notebook(item.path)
-            outcome = (fix_notebook(text, item, settings, unsafe=options.unsafe_fixes) if notebook
-                       else fix_text(text, item, settings, unsafe=options.unsafe_fixes, findings=current))
-        except (FixError, NotebookError) as exc:
-            result.internal_errors.append(str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-            result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
-            continue
-        for rejected in outcome.rejected:
-            where = location(display, rejected.span.line, rejected.span.column, rejected.cell)
-            err.print(f"kllint: {where}: fix for "
-                      f"{rejected.code} not applied (the result did not parse or still had the finding)",
-                      markup=False, highlight=False)
-        if not outcome.changed:
-            continue
-        changed = True
-        fixed += len(outcome.fixed)
-        if options.diff:
-            stdout.write((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text))
-            continue
-        try:
-            if item.content is not None and buffers is not None:
-                buffers[display] = outcome.text
-            else:
-                write_atomic(item.path, outcome.text)
-        except FixError as exc:
-            result.internal_errors.append(str(exc))
-            continue
-        _replace_file(result, display, outcome.remaining)
-    return fixed, changed
-
-
-def _add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], err: Console) -> int:
-    from kllint.fix import FixError, read_source, write_atomic
-    from kllint.notebook import NotebookError, is_notebook
-    from kllint.notebook.fix import add_noqa_notebook
-    from kllint.suppression import add_noqa
-
-    by_display = {item.display: item for item in files}
-    added = 0
-    for display in sorted({d.path for d in diagnostics}):
-        item = by_display.get(display)
-        if item is None:
-            continue
-        mine = [d for d in diagnostics if d.path == display and d.code != "KL900"]
-        try:
-            text = read_source(item.path)
-            new_text, count = (add_noqa_notebook if is_notebook(item.path) else add_noqa)(text, mine)
-            if count:
-                write_atomic(item.path, new_text)
-        except (FixError, NotebookError) as exc:
-            raise UsageError(str(exc)) from None
-        added += count
-    return added
-
-
 def _plural(count: int, word: str) -> str:
     if count == 1:
         return f"{count} {word}"
@@ -285,20 +179,43 @@ def _say(err: Console, message: str) -> None:
     err.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
+def _say_lines(err: Console, lines: list[str]) -> None:
+    for line in lines:
+        _say(err, line)
+
+
 def run_check(options: CheckOptions, stdout: TextIO | None = None,
               err: Console | None = None, is_terminal: Callable[[], bool] | None = None) -> int:
     """Run `kllint check` with `options`; returns the exit code (0 clean, 1 findings remain).
+    With `options.output_file`, what would go to stdout is written to that file.
 
     Raises:
         UsageError: invalid options, configuration, paths, baseline or report files.
     """
-    stdout = stdout or sys.stdout
-    err = err or stderr_console()
+    if options.output_file is None:
+        stdout = stdout or sys.stdout
+        if stdout is None or getattr(stdout, "closed", False):
+            raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
+        return _run_check(options, stdout, err or stderr_console(), is_terminal)
+    try:
+        handle = open(options.output_file, "w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise UsageError(f"--output-file {options.output_file}: cannot write: {exc.strerror or exc}") from None
+    with handle:
+        return _run_check(options, handle, err or stderr_console(), is_terminal)
+
+
+def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
+               is_terminal: Callable[[], bool] | None = None) -> int:
+    from kllint import views
+
     reports = _validate(options)
     try:
         resolver = SettingsResolver(
             CliOverrides(select=split_codes(options.select) if options.select else None,
-                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore)),
+                         extend_select=split_codes(options.extend_select), ignore=split_codes(options.ignore),
+                         exclude=split_codes(options.exclude) if options.exclude else None,
+                         extend_exclude=split_codes(options.extend_exclude), time_budget=options.time_budget),
             config=Path(options.config) if options.config else None, isolated=options.isolated)
         run_settings = resolver.for_path(Path.cwd())
     except ConfigError as exc:
@@ -313,30 +230,61 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
 
-    files, buffers = _discover(options, resolver)  # buffers: stdin's text, fixed in place by --fix
+    discovery_notes: list[str] = []
+    files, buffers = _discover(options, resolver, discovery_notes)  # buffers: stdin's text, fixed by --fix
+    if options.show_files or options.show_settings:
+        try:
+            stdout.write(views.show_files(files) if options.show_files else views.show_settings(resolver, files))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        return EXIT_CLEAN
+    for note in discovery_notes if not options.quiet else ():
+        _say(err, f"kllint: {note}")
+    if not files and not options.quiet:
+        _say(err, f"kllint: warning: no Python files found under {', '.join(options.paths)}")
     terminal = is_terminal() if is_terminal else sys.stderr.isatty()
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
     jobs = options.jobs if options.jobs is not None else default_jobs()
+    cache = open_cache(options)
     try:
-        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=open_cache(options))
+        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    for note in result.internal_errors:
+    # errors always; remarks (a time budget run out, ...) and warnings (unknown codes in
+    # suppressions) not with -q
+    for note in result.internal_errors + ([] if options.quiet else result.notes + result.warnings):
         _say(err, f"kllint: {note}")
+    if options.verbose:
+        _say_lines(err, [f"kllint: {line}" for line in views.verbose_lines(result)])
     errors_before = len(result.internal_errors)
 
+    notes_before = len(result.notes)
     fixed, changed = 0, False
+    fixed_list: list[Diagnostic] = []
+    root = None
+    if options.fix or options.diff or options.add_noqa:
+        from kllint.cache import project_root
+
+        root = project_root(options.paths, resolve=False)  # the tree as named: links out of it stay unwritten
     if options.fix or options.diff:
-        fixed, changed = _apply_fixes(options, files, resolver, result, stdout, err, buffers)
+        from kllint import edits
+
+        fixed, changed = edits.apply_fixes(files, resolver, result, unsafe=options.unsafe_fixes, diff=options.diff,
+                                           root=root, stdout=stdout, say=lambda line: _say(err, line),
+                                           buffers=buffers, fixed_list=fixed_list)
     if buffers and options.fix and not options.diff:  # as Ruff: the fixed source on stdout, findings on stderr
         stdout.write("".join(buffers.values()))
         stdout.flush()
         stdout = err.file
-    for note in result.internal_errors[errors_before:]:
+    for note in result.internal_errors[errors_before:] + ([] if options.quiet else result.notes[notes_before:]):
         _say(err, f"kllint: {note}")
     if options.diff:
-        _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
+        if not options.quiet:
+            _say(err, f"Would fix {_plural(fixed, 'finding')}." if fixed else "No fixes available.")
+            _say_lines(err, views.unsafe_hint(result.diagnostics, options.unsafe_fixes, diff=True))
+        if options.show_fixes:
+            _say_lines(err, views.fix_lines(fixed_list, applied=False))
         if result.internal_errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if changed else EXIT_CLEAN
@@ -356,18 +304,36 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     if baseline is not None:
         diagnostics, hidden = baseline.split(diagnostics)
     if options.confirm:
-        diagnostics = confirm_findings(diagnostics)
+        from kllint.edits import fresh_estimates
+
+        diagnostics = confirm_findings(fresh_estimates(files, diagnostics, resolver))  # never the cache's
 
     if options.add_noqa:
-        added = _add_noqa(files, diagnostics, err)
+        from kllint.edits import add_noqa
+
+        errors_before, notes_before = len(result.internal_errors), len(result.notes)
+        keep = (lambda found: baseline.split(found)[0]) if baseline is not None else (lambda found: found)
+        added = add_noqa(files, diagnostics, resolver, result, root, keep)
+        for note in result.internal_errors[errors_before:] + result.notes[notes_before:]:
+            _say(err, f"kllint: {note}")
         _say(err, f"Added {_plural(added, 'noqa directive')}.")
         return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
+
+    from kllint.fix import is_applicable
 
     selected: set[str] = set(run_settings.active_codes)
     for settings in resolver.used():
         selected |= settings.active_codes
-    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None)
-    _write_stdout(fmt, diagnostics, context, stdout)
+    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes)
+    fixable = [d for d in diagnostics if is_applicable(d, options.unsafe_fixes)]
+    try:
+        if options.statistics:  # the table is the output, as in Ruff
+            stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
+            stdout.flush()
+        else:
+            _write_stdout(fmt, diagnostics, context, stdout)
+    except (OSError, ValueError) as exc:  # a closed pipe or stream
+        raise UsageError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
     for report_fmt, path in reports:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -375,17 +341,9 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         except OSError as exc:
             raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
 
-    human = fmt not in MACHINE_FORMATS
-    big_run = len(files) > PROGRESS_THRESHOLD
-    if options.statistics:
-        from kllint.report import summary
-
-        err.out(summary.tables(diagnostics), end="", highlight=False)
-    elif human and big_run:
-        from kllint.report import summary
-
-        err.out(summary.tables(diagnostics, SUMMARY_FILE_LIMIT), end="", highlight=False)
-    if human:
+    if options.show_fixes:
+        _say_lines(err, views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix))
+    if fmt not in MACHINE_FORMATS and not options.quiet and not options.statistics:
         if fixed:
             _say(err, f"Fixed {_plural(fixed, 'finding')}.")
         if hidden:
@@ -394,50 +352,35 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         if result.abandoned:
             _say(err, f"The analysis gave up on {_plural(len(result.abandoned), 'function')} "
                       "(a finding on those paths may be missing; `-v` lists them).")
+        if result.stopped:
+            _say(err, f"{_plural(len(result.stopped), 'file')} not checked: the analysis ran past the time budget "
+                      f"({', '.join(result.stopped[:5])}{', ...' if len(result.stopped) > 5 else ''}); "
+                      "raise it with --time-budget or `time-budget`.")
         if not (options.fix or options.diff):
-            from kllint.fix import is_applicable
-
-            safe = sum(1 for d in diagnostics if is_applicable(d, options.unsafe_fixes))
-            unsafe = sum(1 for d in diagnostics if is_applicable(d, True)) - safe
-            if safe:
-                _say(err, f"[*] {safe} fixable with the `--fix` option.")
-            if unsafe:
-                _say(err, f"{_plural(unsafe, 'hidden fix')} can be enabled with the `--unsafe-fixes` option.")
+            if fixable:
+                _say(err, f"[*] {len(fixable)} fixable with the `--fix` option.")
+            _say_lines(err, views.unsafe_hint(diagnostics, options.unsafe_fixes))
     if result.internal_errors:
         return EXIT_ERROR
+    if options.exit_non_zero_on_fix and changed:
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
 
 
 def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate. A
-    finding the checker contradicts is kept and says so.
+    """`--confirm`: attach the gradient checker's verdict to each finding with an estimate
+    (`kllint.gradcheck.confirm.confirm_findings`).
 
     Raises:
         UsageError: neither PyTorch nor JAX is installed (one line naming the extra).
     """
-    from dataclasses import replace
+    from kllint.gradcheck.confirm import confirm_findings as confirm_all
+    from kllint.gradcheck.errors import GradcheckError
 
-    import importlib.util
-
-    from kllint.gradcheck.confirm import confirm_estimate
-    from kllint.gradcheck.errors import MissingFrameworkError
-
-    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
-    if not have["numpy"] or not (have["torch"] or have["jax"]):
-        raise UsageError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
-                         "pip install 'kllint[torch]' or 'kllint[jax]'")
-
-    confirmed = []
-    for diagnostic in diagnostics:
-        if diagnostic.estimate is None:
-            confirmed.append(diagnostic)
-            continue
-        try:
-            verdict = confirm_estimate(diagnostic.estimate, diagnostic.code)
-        except MissingFrameworkError as exc:
-            raise UsageError(str(exc)) from None
-        confirmed.append(replace(diagnostic, confirmed=verdict))
-    return confirmed
+    try:
+        return confirm_all(diagnostics)
+    except GradcheckError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:

@@ -3,6 +3,7 @@ the settings or an imported project module changes, robustness against damaged e
 `--no-cache`, `--cache-dir` options and the `kllint clean` command."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -69,6 +70,19 @@ def check(paths: list[str], directory: Path | None, settings: Settings | None = 
     return result, cache
 
 
+def read_entry(path):
+    """The JSON of a cache entry (its first line is the sha256 of the rest)."""
+    check, _, body = path.read_bytes().partition(b"\n")
+    assert hashlib.sha256(body).hexdigest().encode() == check
+    return json.loads(body)
+
+
+def write_entry(path, data):
+    """Write a cache entry with a valid digest line."""
+    body = json.dumps(data).encode()
+    path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+
 def codes(result) -> list[tuple[str, int, str]]:
     return [(d.path, d.span.line, d.code) for d in result.diagnostics]
 
@@ -84,7 +98,11 @@ def test_project_root_and_default_directory(tmp_path):
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     if not any((folder / m).exists() for folder in (lonely, *lonely.parents) for m in ("pyproject.toml", ".git")):
-        assert project_root([lonely], cwd=tmp_path / "a") == (tmp_path / "a").resolve()
+        # paths outside the current folder without a project marker: their own folder (issue 14:
+        # `kllint clean ../other` removed the current project's cache); inside it: the current folder
+        assert project_root([lonely], cwd=tmp_path / "a") == lonely.resolve()
+        (lonely / "sub").mkdir()
+        assert project_root(["sub"], cwd=lonely) == lonely.resolve()
 
 
 def test_cache_folder_is_tagged_and_ignored(project):
@@ -234,10 +252,10 @@ def test_corrupt_and_foreign_entries_are_misses(project):
     entries = sorted((directory / cache_module.FORMAT).rglob("*.json"))
     assert len(entries) == 3
     entries[0].write_bytes(b"\x00garbage")
-    entries[1].write_text(json.dumps({"implementation": "x", "found": 3}))
-    data = json.loads(entries[2].read_text())
+    write_entry(entries[1], {"implementation": "x", "found": 3})
+    data = read_entry(entries[2])
     data["found"] = [{"@": "NotAClass"}]
-    entries[2].write_text(json.dumps(data))
+    write_entry(entries[2], data)  # a valid digest over content that is not a cache entry
     second, cache = check(["pkg"], directory)
     assert cache.misses == 3
     assert report_json.render(second.diagnostics) == report_json.render(first.diagnostics)
@@ -245,11 +263,19 @@ def test_corrupt_and_foreign_entries_are_misses(project):
     assert cache.hits == 3
 
 
-def test_cache_that_cannot_be_created_is_skipped(project):
+def test_cache_dir_that_cannot_be_created_is_an_error(project):
     blocker = project / "not-a-folder"
     blocker.write_text("")
     assert ResultCache.open(blocker / "cache") is None
     result = CliRunner().invoke(cli, ["check", "--output-format", "json", "--cache-dir", str(blocker / "cache"), "pkg"])
+    assert result.exit_code == 2  # named by the user: not silently ignored
+    assert "--cache-dir" in result.stderr and "cannot create" in result.stderr
+    assert result.stdout == ""
+
+
+def test_default_cache_that_cannot_be_created_is_skipped(project):
+    (project / ".kllint_cache").write_text("")  # a file where the default cache folder goes
+    result = CliRunner().invoke(cli, ["check", "--output-format", "json", "pkg"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)
 

@@ -44,19 +44,18 @@ def test_exit_zero(project):
 
 @pytest.mark.parametrize("fmt", ["json", "sarif", "github"])
 def test_machine_formats_keep_stdout_pure(project, fmt):
-    result = run_cli(["check", "--output-format", fmt, "--statistics", "pkg"])
+    result = run_cli(["check", "--output-format", fmt, "pkg"])
     assert result.exit_code == 1
     if fmt in ("json", "sarif"):
         json.loads(result.stdout)  # nothing else on stdout
     else:
         assert all(line.startswith("::error ") for line in result.stdout.splitlines())
-    assert "KL102" in result.stderr  # statistics go to stderr
     assert "Found" not in result.stderr  # no human summary with machine formats
 
 
 def test_concise(project):
     result = run_cli(["check", "--output-format", "concise", "pkg"])
-    assert result.stdout == "pkg/loss.py:4:12: KL102 BAD misuses the KL gradient.\n"
+    assert result.stdout == "pkg/loss.py:4:12: KL102 [*] BAD misuses the KL gradient.\n"
 
 
 def test_report_writes_extra_formats(project):
@@ -103,13 +102,16 @@ def test_select_ignore_on_command_line(project):
     assert [line.split()[1] for line in ignored.stdout.splitlines()] == ["KL502"]
 
 
-def test_statistics_counts_per_code_and_file(project):
+def test_statistics_prints_only_the_table(project):
     write(project / "pkg" / "more.py", "a = BAD(x)\nb = BAD(y)\nc = WARN(z)\n")
     result = run_cli(["check", "--statistics", "--output-format", "concise", "pkg"])
-    assert "     3  KL102  k3-as-loss" in result.stderr
-    assert "     1  KL502  kl-div-mean-reduction" in result.stderr
-    assert "     3  pkg/more.py  (KL102x2, KL502)" in result.stderr
-    assert "Findings" not in result.stdout
+    assert result.exit_code == 1
+    assert result.stdout == "3\tKL102\t[*] k3-as-loss\n1\tKL502\tkl-div-mean-reduction\n"
+    assert result.stderr == ""  # no findings, no summary, no hints: only the table
+    as_json = run_cli(["check", "--statistics", "--output-format", "json", "pkg"])
+    assert json.loads(as_json.stdout) == [
+        {"code": "KL102", "name": "k3-as-loss", "count": 3, "fixable": True},
+        {"code": "KL502", "name": "kl-div-mean-reduction", "count": 1, "fixable": False}]
 
 
 def test_syntax_error_is_a_finding_not_a_crash(project):
@@ -160,8 +162,7 @@ def test_large_run_shows_progress_on_terminal_and_summary(tmp_path, monkeypatch,
     assert "\x1b[" not in stdout.getvalue()  # the bar never reaches stdout
     assert "checking" in err_buffer.getvalue()
     text = err_buffer.getvalue()
-    assert "Findings per code:" in text and "Findings per file:" in text
-    assert "big/m000.py" in text
+    assert "Findings per code" not in text  # summary tables only when asked (--statistics)
     # machine format or no terminal: no progress bar, no summary tables
     for fmt, terminal in (("json", True), ("concise", False)):
         calls.clear()
@@ -171,15 +172,15 @@ def test_large_run_shows_progress_on_terminal_and_summary(tmp_path, monkeypatch,
         assert calls == [False]
 
 
-def test_no_summary_tables_in_machine_formats_of_large_runs(tmp_path, monkeypatch, fake_analysis):
+def test_no_summary_tables_unasked_in_large_runs(tmp_path, monkeypatch, fake_analysis):
     _many_files(tmp_path, 205)
     monkeypatch.chdir(tmp_path)
     result = run_cli(["check", "--output-format", "json", "big"])
     assert "Findings per code" not in result.stderr
     json.loads(result.stdout)
     human = run_cli(["check", "--output-format", "concise", "big"])
-    assert "Findings per code:" in human.stderr
-    assert "Found 5 findings in 205 files." in human.stderr
+    assert "Findings per" not in human.stderr and "KL102" not in human.stderr
+    assert human.stderr.startswith("Found 5 findings in 205 files.")
 
 
 def test_console_script_has_no_traceback_on_bad_config(tmp_path):

@@ -73,11 +73,19 @@ def test_workflow_command_runs_as_documented(tmp_path, monkeypatch, fake_analysi
 
 
 def test_precommit_snippet_names_real_hooks():
-    [snippet] = [yaml.safe_load(b) for b in _blocks("yaml") if "repos:" in b]
+    snippets = [yaml.safe_load(b) for b in _blocks("yaml") if "repos:" in b]
     manifest = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     entries = {hook["id"]: hook["entry"] for hook in manifest}
-    ids = {hook["id"] for repo in snippet["repos"] for hook in repo["hooks"]}
-    assert ids <= set(entries)
+    remote = [repo for snippet in snippets for repo in snippet["repos"] if repo["repo"] != "local"]
+    local = [repo for snippet in snippets for repo in snippet["repos"] if repo["repo"] == "local"]
+    assert remote and local
+    for repo in remote:  # pre-commit needs an immutable rev: a full commit SHA until a tag exists
+        assert re.fullmatch(r"[0-9a-f]{40}", str(repo["rev"])), repo["rev"]
+        assert {hook["id"] for hook in repo["hooks"]} <= set(entries)
+    for repo in local:  # the local hook runs what the manifest's hook runs
+        for hook in repo["hooks"]:
+            assert hook["entry"] == entries[hook["id"]] and hook["language"] == "system"
+            assert hook["types_or"] == ["python", "pyi"] and hook["require_serial"] is True
     assert "- id: kllint-fix" in DOC
     for hook_id, entry in entries.items():
         assert f"| `{hook_id}` | `{entry}` |" in DOC

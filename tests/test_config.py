@@ -153,7 +153,7 @@ def test_output_format_from_config(tmp_path, monkeypatch, fake_analysis):
     write(tmp_path / "m.py", "a = BAD(x)\n")
     monkeypatch.chdir(tmp_path)
     result = run_cli(["check", "m.py"])
-    assert result.stdout == "m.py:1:5: KL102 BAD misuses the KL gradient.\n"
+    assert result.stdout == "m.py:1:5: KL102 [*] BAD misuses the KL gradient.\n"
     assert run_cli(["check", "--output-format", "json", "m.py"]).stdout.startswith("[")
 
 

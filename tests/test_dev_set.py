@@ -1,10 +1,11 @@
-"""The real-code development set (`../shared/real`, beside the repository): every labelled rule
+"""The real-code development set (a folder named by `KLLINT_DEV_SET` holding `tools/real_corpus.py`
+and `real/labels.jsonl`; it is not part of the repository): every labelled rule
 that kllint finds today must still be found (a snapshot of passing labels, updated on purpose
 with `KLLINT_UPDATE_DEV_SET=1`), and the figure is printed.
 
 Marked `network` and `devset`: it downloads 22 pinned releases from PyPI into a cache (the
 scorer's default, under the temporary folder) and runs `kllint check` on each; it is skipped
-where `../shared/real` is absent (a clone on its own) or offline (`KLLINT_OFFLINE=1`).
+when `KLLINT_DEV_SET` is unset (a clone on its own) or offline (`KLLINT_OFFLINE=1`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("KLLINT_DEV_SET") or "/nonexistent-kllint-dev-set")
 SCORER = SHARED / "tools" / "real_corpus.py"
 LABELS = SHARED / "real" / "labels.jsonl"
 SNAPSHOT = Path(__file__).resolve().parent / "golden" / "dev_set_passing.json"
@@ -39,7 +40,7 @@ def _expected_pairs() -> set[str]:
     return pairs
 
 
-@pytest.mark.skipif(not SCORER.is_file() or not LABELS.is_file(), reason="../shared/real is not beside the repository")
+@pytest.mark.skipif(not SCORER.is_file() or not LABELS.is_file(), reason="KLLINT_DEV_SET does not name the development set")
 def test_labels_found_today_stay_found() -> None:
     command = [sys.executable, str(SCORER), "--kllint", f"{sys.executable} -m kllint"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3000, cwd=ROOT)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from extra_cases import SKIP_REASON, extra_cases_dir
+
 from test_cli_support import run_cli
 
 from kllint.api import check_paths
@@ -26,7 +28,7 @@ from kllint.fix import is_applicable
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS_DIR = ROOT / "fixtures" / "fixes"
-SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
+EXTRA_CASES = extra_cases_dir()
 FIXED_SUFFIX = ".unsafe.fixed.py"
 
 ANNOTATION_RE = re.compile(r"[ \t]*#\s*(?:expect:|ok\b)[^\r\n]*(?=\r\n|\r|\n|\Z)")
@@ -76,6 +78,7 @@ def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
 
     estimate = diagnostic.estimate
     assert estimate is not None, f"{diagnostic.code}: no estimate to check"
+    pytest.importorskip("jax" if estimate.framework == "jax" else "torch")
     options = dict(names={name: (role if role in ROLES else "ones") for name, role in estimate.roles},
                    setup=tuple(estimate.setup), modules=_modules(tuple(estimate.aliases)),
                    usage=usage, reward_to_go=reward_to_go, horizon=1,
@@ -144,14 +147,12 @@ def test_unsafe_fixes_need_the_flag(case, tmp_path, monkeypatch):
     assert "Fixed" not in result.stderr
 
 
-# --- the shared cases ---------------------------------------------------------------------------------
+# --- the extra cases (KLLINT_EXTRA_CASES) ---------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not SHARED_CASES.is_dir(), reason=f"{SHARED_CASES} does not exist")
-def test_fix_shared_cases(tmp_path, monkeypatch, capsys):
-    if not SHARED_CASES.is_dir():
-        pytest.skip("../shared/cases is not next to this checkout")
-    sources = sorted(SHARED_CASES.glob("*.py"))
+@pytest.mark.skipif(EXTRA_CASES is None, reason=SKIP_REASON)
+def test_fix_extra_cases(tmp_path, monkeypatch, capsys):
+    sources = sorted(EXTRA_CASES.glob("*.py"))
     assert sources
     work = tmp_path / "cases"
     work.mkdir()
@@ -170,7 +171,7 @@ def test_fix_shared_cases(tmp_path, monkeypatch, capsys):
         after = {(path.name, d.code, d.span.line) for d in _findings(path)}
         fixed |= {key for key in fixable if key[0] == path.name and key not in after}
     with capsys.disabled():
-        print(f"\nshared cases: {len(fixed)} of {len(fixable)} fixable findings fixed "
+        print(f"\nextra cases: {len(fixed)} of {len(fixable)} fixable findings fixed "
               f"({sum(len(f) for f in before.values())} findings in {len(before)} files)")
     assert fixed == fixable, f"fixable findings still reported after --fix: {sorted(fixable - fixed)}"
     # and every fixed KL term has the right gradient (exact, on the bandit)

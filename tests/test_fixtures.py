@@ -1,6 +1,7 @@
-"""Exhaustive check of the annotated fixtures (and of ../shared/cases when present).
+"""Exhaustive check of the annotated fixtures (and of the `KLLINT_EXTRA_CASES` folder when set,
+see tests/extra_cases.py).
 
-Grammar (the same as ../shared/cases/README.md):
+Grammar:
 - `# expect: KL102,KL201` at the end of a line: each listed code must be reported there.
 - `# ok`: a line a naive tool is likely to flag; nothing may be reported there.
 - any other line: nothing expected.
@@ -26,11 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from kllint.rules.registry import BY_CODE, RULES
+from extra_cases import SKIP_REASON, extra_cases_dir
+
+from kllint.rules.registry import BY_CODE, OPT_IN, RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
+EXTRA_CASES = extra_cases_dir()
 
 EXPECT_RE = re.compile(r"#\s*expect:\s*(?P<codes>[A-Za-z0-9_, ]+?)\s*$")
 OK_RE = re.compile(r"#\s*ok\b")
@@ -86,10 +89,10 @@ def fixture_files() -> list[Path]:
     return sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def shared_case_files() -> list[Path]:
-    if not SHARED_CASES.is_dir():
+def extra_case_files() -> list[Path]:
+    if EXTRA_CASES is None:
         return []
-    return sorted(SHARED_CASES.glob("*.py"))
+    return sorted(EXTRA_CASES.glob("*.py"))
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -98,7 +101,7 @@ def _ids(paths: list[Path]) -> list[str]:
         try:
             out.append(path.relative_to(ROOT).as_posix())
         except ValueError:
-            out.append("shared/cases/" + path.name)
+            out.append("extra-cases/" + path.name)
     return out
 
 
@@ -113,10 +116,9 @@ def negative_files(code: str) -> list[Path]:
 
 
 FIXTURE_FILES = fixture_files()
-CASE_FILES = shared_case_files()
+CASE_FILES = extra_case_files()
 CASE_PARAMS = [pytest.param(p, id=i) for p, i in zip(CASE_FILES, _ids(CASE_FILES))] or [
-    pytest.param(None, id="shared-cases-absent",
-                 marks=pytest.mark.skip(reason=f"{SHARED_CASES} does not exist")),
+    pytest.param(None, id="extra-cases-absent", marks=pytest.mark.skip(reason=SKIP_REASON)),
 ]
 
 
@@ -190,7 +192,7 @@ def test_fixture_findings_match_annotations(file: Path) -> None:
 
 
 @pytest.mark.parametrize("file", CASE_PARAMS)
-def test_shared_case_findings_match_annotations(file: Path) -> None:
+def test_extra_case_findings_match_annotations(file: Path) -> None:
     check_annotated_file(file)
 
 
@@ -216,7 +218,8 @@ def test_annotations_name_registry_codes(file: Path) -> None:
     assert not bad, f"{file}: unknown codes in annotations {bad}"
 
 
-@pytest.mark.parametrize("code", [rule.code for rule in RULES if rule.code != "KL900"])
+# KL900 is about unreadable files; opt-in rules (KL901) are tested with their option in their own tests
+@pytest.mark.parametrize("code", [rule.code for rule in RULES if rule.code != "KL900" and rule.code not in OPT_IN])
 def test_every_rule_has_positive_fixtures(code: str) -> None:
     files = positive_files(code)
     assert len(files) >= MIN_POSITIVE, f"{code}: {len(files)} positive fixture files, need {MIN_POSITIVE}"

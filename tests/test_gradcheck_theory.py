@@ -1,7 +1,7 @@
-"""Every row of both tables of `kl-gradient-theory.md`, by exact enumeration, on torch and jax.
+"""Every row of the tables of `docs/theory.md`, by exact enumeration, on torch and jax.
 
 Numbers: the bandit is the theory doc's (torch seed 0 logits, `DOC_BANDIT_LOGITS`), so its
-numbers are asserted to three decimals. The doc's sequence policy is unknown: the default
+numbers are asserted to three decimals. The first account's sequence policy was not recorded: the default
 V=3, T=3 problem (numpy seed `DOC_SEQUENCE_SEED`) gives cosine 0.925 / relative error 0.444
 (doc 0.921 / 0.442) and 0.786 / 0.721 (doc 0.787 / 0.717); asserted to 1e-3 of ours and
 5e-3 of the doc's.

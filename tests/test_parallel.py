@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from extra_cases import SKIP_REASON, extra_cases_dir
+
 from kllint import parallel
 from kllint.config import Settings
 from kllint.discovery import discover
@@ -25,7 +27,7 @@ from kllint.report import json as report_json
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
+EXTRA_CASES = extra_cases_dir()
 
 
 def kllint(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -51,10 +53,10 @@ def test_fixtures_same_output_with_one_and_two_jobs():
     assert json.loads(one)  # the fixtures have findings
 
 
-@pytest.mark.skipif(not SHARED_CASES.is_dir(), reason="../shared/cases is not present")
-def test_shared_cases_same_output_with_one_and_two_jobs():
-    one, errors_one = _json([SHARED_CASES], 1)
-    two, errors_two = _json([SHARED_CASES], 2)
+@pytest.mark.skipif(EXTRA_CASES is None, reason=SKIP_REASON)
+def test_extra_cases_same_output_with_one_and_two_jobs():
+    one, errors_one = _json([EXTRA_CASES], 1)
+    two, errors_two = _json([EXTRA_CASES], 2)
     assert errors_one == errors_two
     assert one == two
 

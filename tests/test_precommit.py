@@ -107,6 +107,7 @@ def _commit(project, files: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.network  # pre-commit builds the hook venv: pip fetches the dependencies
 def test_commit_with_finding_fails_and_clean_commit_passes(project):
     broken = _commit(project, {"bad.py": "def f(:\n    pass\n"})
     output = broken.stdout + broken.stderr
@@ -122,15 +123,55 @@ def test_commit_with_finding_fails_and_clean_commit_passes(project):
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_force_exclude_keeps_configured_excludes(project):
     result = _commit(project, {"generated/bad.py": "def f(:\n    pass\n", "ok.py": "x = 1\n"})
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_analysis_e2e_k3_commit_fails_with_kl102(project):
     """Needs the real analysis (kllint/analysis): fails until it lands."""
     result = _commit(project, {"grpo.py": K3_LOSS})
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "grpo.py:5:" in output and "KL102" in output
+
+
+def _readme_local_hook_config() -> str:
+    import re
+
+    readme = (CHECKOUT / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"^```yaml\n(.*?)^```", readme, flags=re.MULTILINE | re.DOTALL)
+               if "repo: local" in b]
+    return block
+
+
+@pytest.mark.slow
+def test_readme_local_hook_works_as_written(tmp_path, pre_commit_home):
+    """The README's `repo: local` hook, copied verbatim, fails a commit with a finding."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "kllint"  # `kllint` on PATH runs this checkout, as an installed kllint would
+    shim.write_text(f"#!/bin/sh\nPYTHONPATH={CHECKOUT} exec {sys.executable} -m kllint \"$@\"\n")
+    shim.chmod(0o755)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = _env(pre_commit_home)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    _git("init", "-q", cwd=repo, env=env)
+    (repo / ".pre-commit-config.yaml").write_text(_readme_local_hook_config())
+    _git("add", "-A", cwd=repo, env=env)
+    _git("commit", "-q", "--no-verify", "-m", "setup", cwd=repo, env=env)
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    result = _commit((repo, env), {"bad.py": "def f(:\n    pass\n"})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "KL900" in output, output
+    _git("reset", "-q", "HEAD", "--", "bad.py", cwd=repo, env=env)
+    (repo / "bad.py").unlink()
+    clean = _commit((repo, env), {"ok.py": "x = 1\n"})
+    assert clean.returncode == 0, clean.stdout + clean.stderr

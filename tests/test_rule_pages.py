@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "rules"
 SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "References")
 ALL_CODES = [rule.code for rule in RULES]
-ANALYSED_CODES = [code for code in ALL_CODES if code != "KL900"]
+ANALYSED_CODES = [code for code in ALL_CODES if code not in ("KL900", "KL901")]  # KL901: tests/test_suppression_audit.py
 
 
 def page_text(code: str) -> str:

@@ -16,7 +16,7 @@ from test_cli_support import fake_analysis, make_diagnostic, run_cli, write  # n
 from kllint import __version__
 from kllint.diagnostics import Fix, Span, TraceStep
 from kllint.report import sarif
-from kllint.rules.registry import BY_CODE, RULES
+from kllint.rules.registry import BY_CODE, OPT_IN, RULES
 
 GOLDEN = Path(__file__).parent / "golden" / "sarif.json"
 
@@ -175,5 +175,7 @@ def test_cli_sarif_with_no_findings_is_valid(tmp_path, monkeypatch, fake_analysi
     assert result.exit_code == 0
     log = json.loads(result.stdout)
     assert log["runs"][0]["results"] == []
-    assert len(log["runs"][0]["tool"]["driver"]["rules"]) == len(RULES)
+    assert len(log["runs"][0]["tool"]["driver"]["rules"]) == len(RULES) - len(OPT_IN)  # every selected rule
+    opted = json.loads(run_cli(["check", "--output-format", "sarif", "--extend-select", "KL901", "m.py"]).stdout)
+    assert "KL901" in {rule["id"] for rule in opted["runs"][0]["tool"]["driver"]["rules"]}
     assert _errors(validator, log) == []

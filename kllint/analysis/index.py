@@ -184,7 +184,11 @@ class ProjectIndex:
         if (path, dotted) in self._by_path:
             return self._by_path[path, dotted]
         probed = path
-        path = path.resolve()
+        try:
+            path = path.resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop
+            self._by_path[probed, dotted] = None
+            return None
         if (path, dotted) in self._by_path:
             self._by_path[probed, dotted] = self._by_path[path, dotted]
             return self._by_path[path, dotted]
@@ -192,12 +196,12 @@ class ProjectIndex:
 
         info: ModuleInfo | None = None
         try:
-            if path.stat().st_size <= self.MAX_MODULE_BYTES:
-                from kllint.source import decode_source
+            from kllint.source import decode_source, read_regular
 
-                text = decode_source(path.read_bytes())  # PEP 263 cookie or BOM, else UTF-8
-                info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
-                self._next_id += 1
+            # a regular file of at most MAX_MODULE_BYTES (never a FIFO or a device), PEP 263
+            text = decode_source(read_regular(path, self.MAX_MODULE_BYTES))
+            info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
+            self._next_id += 1
         except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
             info = None
         self._by_path[path, dotted] = self._by_path[probed, dotted] = info

@@ -19,6 +19,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
+from kllint.guard import guarded_parse_module
 from kllint.prefilter import parse_or_error
 from kllint.source import code_digest, source_lines, statement_lines
 
@@ -251,6 +252,8 @@ class ModuleInfo:
         self._positioned: set[int] = set()
         self._positions: dict[cst.CSTNode, Span] = {}
         self._code_digest: str | None = None
+        self._defs_index: list[tuple[Site, ast.stmt, Site]] | None = None
+        self._function_at: dict[int, cst.FunctionDef | None] = {}
         self._collect(self.outline.body)
 
     @classmethod
@@ -297,7 +300,7 @@ class ModuleInfo:
         header = "class _:\n" if site.indented else ""
         node: cst.BaseStatement | None = None
         try:
-            tree = cst.parse_module(header + snippet)
+            tree = guarded_parse_module(header + snippet)  # screens out what would crash libcst
         except (cst.ParserSyntaxError, RecursionError):
             tree = None
         if tree is not None and tree.body:
@@ -370,26 +373,43 @@ class ModuleInfo:
             return self.text_of(site)
         return _EMPTY_MODULE.code_for_node(node)
 
-    def function_at(self, line: int) -> cst.FunctionDef | None:
-        """The innermost function definition whose lines contain `line`."""
-        best: ast.stmt | None = None
-        top: Site | None = None
-        stack: list[tuple[ast.AST, Site | None]] = [(n, None) for n in self.outline.body]
-        while stack:
-            node, container = stack.pop()
-            if isinstance(node, _DEFS):
-                site = Site.of(node, self.lines)
-                if site.start <= line <= site.end:
-                    if best is None or site.start >= Site.of(best, self.lines).start:
-                        best, top = node, container or site
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.stmt):
+    def _definition_sites(self) -> list[tuple[Site, ast.stmt, Site]]:
+        """Every function definition of the module (nested ones too) with its site and the site
+        of the top-level definition that contains it, in outline order; computed once."""
+        if self._defs_index is None:
+            found: list[tuple[Site, ast.stmt, Site]] = []
+            stack: list[tuple[ast.AST, Site | None]] = [(n, None) for n in reversed(self.outline.body)]
+            while stack:
+                node, container = stack.pop()
+                if isinstance(node, _DEFS):
+                    site = Site.of(node, self.lines)
+                    found.append((site, node, container or site))
+                children = [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
+                for child in reversed(children):
                     outer = container
                     if outer is None and isinstance(node, (*_DEFS, ast.ClassDef)) and isinstance(child, _DEFS):
                         outer = Site.of(child, self.lines) if isinstance(node, ast.ClassDef) else Site.of(node, self.lines)
                     stack.append((child, outer))
+            self._defs_index = found
+        return self._defs_index
+
+    def function_at(self, line: int) -> cst.FunctionDef | None:
+        """The innermost function definition whose lines contain `line` (the definitions are
+        indexed once and each answer is kept: a file with many findings asks for many lines)."""
+        best: ast.stmt | None = None
+        best_start = -1
+        top: Site | None = None
+        for site, node, container in self._definition_sites():
+            if site.start <= line <= site.end and site.start >= best_start:
+                best, best_start, top = node, site.start, container
         if best is None or top is None:
             return None
+        key = id(best)
+        if key not in self._function_at:
+            self._function_at[key] = self._find_definition(best, top)
+        return self._function_at[key]
+
+    def _find_definition(self, best: ast.stmt, top: Site) -> cst.FunctionDef | None:
         root = self.definition(top)
         if root is None:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from kllint.diagnostics import Estimate
+from kllint.diagnostics import Diagnostic, Estimate
 from kllint.gradcheck import verdict as V
 
 ALLOWED_MODULE_PREFIXES = ("torch", "jax", "jaxlib", "numpy", "math", "optax", "flax", "einops")
@@ -44,9 +44,45 @@ AGREEMENT: dict[str, Callable[[V.GradcheckResult], bool]] = {
 }
 """What the runtime verdict must be for each code's static finding to be confirmed."""
 
+EXPECTED: dict[str, str] = {
+    "KL101": "a zero expected gradient",
+    "KL102": "the gradient of the forward KL(ref || pi)",
+    "KL103": "a gradient that is not the reverse-KL gradient",
+    "KL104": "a zero gradient",
+    "KL201": "a partial gradient (missing future-token credit)",
+    "KL202": "a partial gradient (missing future-token credit)",
+    "KL302": "a biased gradient",
+    "KL401": "a biased gradient off-policy",
+    "KL402": "a gradient that is not the reverse-KL gradient",
+    "KL403": "a gradient that is not the reverse-KL gradient",
+    "KL601": "a NaN/inf gradient on extreme inputs",
+}
+"""What each code's static finding says the gradient is, in words (for a contradiction)."""
+
+CONFIRMED, CONTRADICTED, NOT_CONFIRMED = "confirmed", "contradicted", "not confirmed"
+"""`status` of a `--confirm` result: the checker agrees, disagrees, or could not judge (`reason`)."""
+
 
 def _not_evaluated(reason: str, code: str) -> dict[str, Any]:
-    return {"verdict": V.NOT_EVALUATED, "summary": reason, "agrees": None, "code": code}
+    return {"verdict": V.NOT_EVALUATED, "summary": reason, "agrees": None, "code": code,
+            "status": NOT_CONFIRMED, "reason": f"the estimate could not be evaluated ({reason})"}
+
+
+def _with_status(result: dict[str, Any]) -> dict[str, Any]:
+    """Add `status` (confirmed | contradicted | not confirmed), `expected` and, when not
+    confirmed, `reason` to a result of `_confirm`."""
+    code = result.get("code", "")
+    result["expected"] = EXPECTED.get(code)
+    if result.get("agrees") is True:
+        result["status"] = CONFIRMED
+    elif result.get("agrees") is False:
+        result["status"] = CONTRADICTED
+        result["reason"] = (f"the static analysis reports {code}, {EXPECTED.get(code, 'a wrong gradient')}; "
+                            f"the gradient checker measured `{result.get('verdict')}`: {result.get('summary')}")
+    else:
+        result["status"] = NOT_CONFIRMED
+        result["reason"] = f"the gradient checker has no runtime criterion for {code}: {result.get('summary')}"
+    return result
 
 
 KNOWN_ALIASES = {
@@ -107,12 +143,14 @@ def confirm_estimate(estimate: Estimate, code: str) -> dict[str, Any]:
         JSON-able dict: `verdict`, `cos_reverse`, `rel_err_reverse`, `cos_forward`,
         `rel_err_forward`, `vocab`, `horizon`, `summary`, `agrees` (bool, or None when the
         code has no runtime criterion), plus `code`, `framework`, `usage`, `granularity`,
-        `sampling`, `extreme_input_finite`, `notes`. On any failure:
-        `{"verdict": "not-evaluated", "summary": reason, "agrees": None, "code": code}`.
+        `sampling`, `extreme_input_finite`, `notes`, and `status` (`confirmed`, `contradicted`
+        or `not confirmed`), `expected` (the static claim in words) and `reason` (why it is not
+        confirmed). On any failure: `{"verdict": "not-evaluated", "summary": reason, "agrees":
+        None, "code": code, "status": "not confirmed", "reason": ...}`.
     """
     code = str(code).upper()
     try:
-        return _confirm(estimate, code)
+        return _with_status(_confirm(estimate, code))
     except Exception as exc:  # noqa: BLE001 - never raise from --confirm
         message = str(exc).splitlines()[0] if str(exc) else ""
         return _not_evaluated(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, code)
@@ -193,3 +231,24 @@ def _confirm(estimate: Estimate, code: str) -> dict[str, Any]:
         "extreme_input_finite": result.extreme_input_finite,
         "notes": notes,
     }
+
+
+def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Attach `confirm_estimate`'s result to each finding with an estimate (`confirmed`); a
+    finding the checker contradicts is kept, and its result says so.
+
+    Raises:
+        kllint.gradcheck.errors.GradcheckError: neither PyTorch nor JAX (with numpy) is installed,
+            or the framework an estimate needs is missing.
+    """
+    import importlib.util
+    from dataclasses import replace
+
+    from kllint.gradcheck.errors import GradcheckError
+
+    have = {name: importlib.util.find_spec(name) is not None for name in ("numpy", "torch", "jax")}
+    if not have["numpy"] or not (have["torch"] or have["jax"]):
+        raise GradcheckError("--confirm runs the gradient checker, which needs PyTorch or JAX (and numpy): "
+                             "pip install torch numpy (kllint's `torch` extra) or jax jaxlib numpy (the `jax` extra)")
+    return [d if d.estimate is None else replace(d, confirmed=confirm_estimate(d.estimate, d.code))
+            for d in diagnostics]

@@ -15,7 +15,8 @@ class GradcheckError(Exception):
 class MissingFrameworkError(GradcheckError):
     """The array framework a check needs (PyTorch or JAX) is not installed.
 
-    The message names the extra to install, e.g. ``pip install 'kllint[torch]'``.
+    The message says what to install, e.g. ``pip install torch (kllint's `torch` extra)``;
+    it does not name a package-index release of kllint, which does not exist yet.
     """
 
     def __init__(self, framework: str, detail: str = "", package: str | None = None) -> None:
@@ -23,10 +24,10 @@ class MissingFrameworkError(GradcheckError):
         extra = EXTRAS.get(framework, framework)
         if package is None:
             message = (f"the {framework} backend of `kllint gradcheck` needs {framework}, which is not "
-                       f"installed: pip install 'kllint[{extra}]'")
+                       f"installed: pip install {framework} (kllint's `{extra}` extra)")
         else:
             message = (f"`kllint gradcheck` needs {package}, which is not installed: "
-                       f"pip install 'kllint[{extra}]' (or pip install {package})")
+                       f"pip install {package} (kllint's `{extra}` extra)")
         if detail:
             message += f" ({detail})"
         super().__init__(message)

@@ -29,10 +29,10 @@ DOC_BANDIT_LOGITS = (
     (1.5409960746765137, -0.293428897857666, -2.1787893772125244, 0.5684312582015991),
     (-1.0845223665237427, -1.3985954523086548, 0.40334683656692505, 0.8380263447761536),
 )
-"""Policy and reference logits of the 4-action bandit in `kl-gradient-theory.md`.
+"""Policy and reference logits of the 4-action bandit of `docs/theory.md`.
 
 They are the float32 draws of ``torch.manual_seed(0); torch.randn(4); torch.randn(4)``
-(policy first); with them the checker reproduces every bandit number of the theory doc to
+(policy first); with them the checker reproduces every bandit number of `docs/theory.md` to
 three decimals (k3 as loss: cosine 0.898, relative error 0.442; k2 in reward 0.371; k3 in
 reward 0.924). Stored as literals so that the numbers do not depend on which framework is
 installed; a test checks them against torch when torch is available.
@@ -41,10 +41,11 @@ installed; a test checks them against torch when torch is available.
 DOC_SEQUENCE_SEED = 1139647
 """numpy seed of the default vocabulary-3, horizon-3 problem.
 
-The theory doc's sequence table came from an unknown random policy. This seed was chosen
-by searching seeds 0..2,000,000 of ``np.random.default_rng(seed).standard_normal`` for the
-closest match: per-token k2 summed gives cosine 0.925 / relative error 0.444 (doc: 0.921 /
-0.442) and per-token k3 summed 0.786 / 0.721 (doc: 0.787 / 0.717).
+The project's first account of the theory gave a sequence table for an unrecorded random
+policy (0.921 / 0.442 for per-token k2 summed, 0.787 / 0.717 for k3). This seed was chosen by
+searching seeds 0..2,000,000 of ``np.random.default_rng(seed).standard_normal`` for the
+closest match: per-token k2 summed gives cosine 0.925 / relative error 0.444 and per-token k3
+summed 0.786 / 0.721, the numbers `docs/theory.md` shows.
 """
 
 OLD_SHIFT = 0.5

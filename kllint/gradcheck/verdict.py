@@ -1,6 +1,6 @@
 """Comparing an expected gradient with the true ones, and the verdict.
 
-Verdicts (Tang & Munos 2025, arXiv:2506.09477; `kl-gradient-theory.md`):
+Verdicts (Tang & Munos 2025, arXiv:2506.09477; `docs/theory.md`):
 
 * `correct`: the direction of grad KL(pi || pi_ref) (a positive scale is allowed: it is absorbed
   by the KL coefficient; `scale_reverse` reports it);

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote
 
+from kllint.report.paths import uri_bytes
+
 from kllint import __version__
 from kllint.diagnostics import Diagnostic, Span
 from kllint.report.locations import file_region, relative_to_root, source_root
@@ -90,7 +92,7 @@ class _Locator:
     def artifact(self, path: str) -> dict[str, Any]:
         rel = relative_to_root(path, self.root, self.cwd)
         if rel is not None:
-            return {"uri": quote(rel), "uriBaseId": SRCROOT}
+            return {"uri": quote(uri_bytes(rel)), "uriBaseId": SRCROOT}  # bytes: names need not be UTF-8
         absolute = (Path(path) if Path(path).is_absolute() else self.cwd / path).resolve()
         return {"uri": absolute.as_uri()}
 

@@ -1,7 +1,12 @@
-"""Full output (rich): code frame, message, the trace as numbered steps, and the rewrite."""
-from __future__ import annotations
+"""Full output (rich): code frame, message, the trace as numbered steps, and the rewrite.
 
-from pathlib import Path
+Prose (the message, the trace, the help) soft-wraps at the console width. Code-frame lines are
+never wrapped: on a terminal, a line wider than the console is cropped, and shifted left when
+the finding starts past the visible part, so the carets always stay under the code they mark.
+A soft-wrapping console (files and pipes) gets whole lines, up to `MAX_FRAME_COLUMNS` (a longer
+line is cropped around the span in the same way). Frames read regular files only, of bounded size.
+"""
+from __future__ import annotations
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -10,13 +15,26 @@ from rich.text import Text
 from kllint.diagnostics import Diagnostic
 from kllint.report.locations import location
 
+ELLIPSIS = "…"
+
+
+MAX_FRAME_FILE_BYTES = 20 * 1024 * 1024
+# files and pipes get whole lines up to this width; a longer line (a generated one-line file) is
+# cropped around the span as on a terminal, so a frame is never megabytes wide
+MAX_FRAME_COLUMNS = 2000
+
 
 def _file_text(path: str, sources: dict[str, str] | None) -> str:
-    if sources is not None and path in sources:
-        return sources[path]
+    """The text of a reported file for its code frames: the buffer checked (stdin), else a
+    regular file only (never a FIFO or a device), of bounded size; empty when it cannot be read."""
+    from kllint.report.paths import unescape_path
+    from kllint.source import read_regular
+
+    if sources is not None and (path in sources or unescape_path(path) in sources):
+        return sources[path] if path in sources else sources[unescape_path(path)]
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_regular(unescape_path(path), MAX_FRAME_FILE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, RuntimeError):
         return ""
 
 
@@ -39,33 +57,73 @@ def _source_lines(path: str, cache: dict, sources: dict[str, str] | None = None,
     return cache[key]
 
 
-def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, str] | None = None) -> None:
-    """Print each diagnostic with a code frame of its primary span.
+def _drop_cells(text: str, cells: int) -> str:
+    """`text` without its first `cells` display cells (a wide character is dropped whole)."""
+    dropped = 0
+    for index, char in enumerate(text):
+        if dropped >= cells:
+            return text[index:]
+        dropped += cell_len(char)
+    return ""
+
+
+def frame_shift(before: int, width: int, room: int) -> int:
+    """How many cells to hide on the left so that a span starting `before` cells into the line
+    and `width` cells wide is visible in `room` cells (0 when it fits)."""
+    if before + max(width, 1) <= room:
+        return 0
+    return max(0, min(before - room // 4, before + max(width, 1) - room + 1))
+
+
+def _frame(d: Diagnostic, lines: list[str], console: Console) -> None:
+    if not 0 < d.span.line <= len(lines):
+        return
+    gutter = len(str(d.span.end_line)) + 1
+    # a soft-wrapping console (a file or a pipe) keeps whole lines: nothing wraps there anyway
+    room = MAX_FRAME_COLUMNS if console.soft_wrap else min(max(console.width - gutter - 3, 20), MAX_FRAME_COLUMNS)
+    first = lines[d.span.line - 1]
+    end = d.span.end_column if d.span.end_line == d.span.line else len(first) + 1
+    # columns count characters; tabs and wide characters are laid out as displayed
+    before = cell_len(first[: d.span.column - 1].expandtabs(4))
+    width = cell_len(first[d.span.column - 1: end - 1].expandtabs(4))
+    shift = frame_shift(before, width, room)
+    for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
+        if number > len(lines):
+            break
+        shown = lines[number - 1].expandtabs(4)
+        if shift:
+            shown = ELLIPSIS + _drop_cells(shown, shift + 1)
+        code = Text(shown)
+        code.truncate(room, overflow="ellipsis")
+        console.print(Text(f"{number:>{gutter}} | ", style="blue") + code, no_wrap=True, crop=True)
+        if number == d.span.line:
+            start = before - shift
+            marks = " " * start + "^" * max(1, min(width, room - start))
+            console.print(Text(" " * gutter + " | ", style="blue") + Text(marks, style="bold red"),
+                          no_wrap=True, crop=True)
+
+
+def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, str] | None = None,
+           unsafe: bool = False) -> None:
+    """Print each diagnostic with a code frame of its primary span; `[*]` marks a finding that
+    `--fix` fixes (with `unsafe`: `--fix --unsafe-fixes`).
 
     `sources` maps reported paths to the text checked when it is not the file on disk (stdin)."""
-    cache: dict[str, list[str]] = {}
+    from kllint.report.concise import fixable_marker
+    from kllint.report.confirmation import line as confirmation_line
+
+    cache: dict[tuple[str, int | None], list[str]] = {}
     for d in diagnostics:
         header = Text()
         header.append(f"{location(d.path, d.span.line, d.span.column, d.cell)}: ", style="bold")
         header.append(f"{d.code} ", style="bold red" if d.severity == "error" else "bold yellow")
         header.append(f"[{d.name}] ", style="dim")
+        marker = fixable_marker(d, unsafe)
+        if marker:
+            header.append(marker, style="bold green")
         header.append(d.message)
         console.print(header)
-        lines = _source_lines(d.path, cache, sources, d.cell)
-        if 0 < d.span.line <= len(lines):
-            gutter = len(str(d.span.end_line)) + 1
-            for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
-                if number > len(lines):
-                    break
-                line = lines[number - 1]
-                console.print(Text(f"{number:>{gutter}} | ", style="blue") + Text(line.expandtabs(4)))
-                if number == d.span.line:
-                    end = d.span.end_column if d.span.end_line == d.span.line else len(line) + 1
-                    # columns count characters; tabs and wide characters are laid out as displayed
-                    before = cell_len(line[: d.span.column - 1].expandtabs(4))
-                    width = cell_len(line[d.span.column - 1: end - 1].expandtabs(4))
-                    marks = " " * before + "^" * max(1, width)
-                    console.print(Text(" " * gutter + " | ", style="blue") + Text(marks, style="bold red"))
+        _frame(d, _source_lines(d.path, cache, sources, d.cell), console)
         for index, step in enumerate(d.trace, 1):
             console.print(Text(f"  {index}. {location(step.path, step.line, step.column, step.cell)}: {step.note}",
                                style="dim"))
@@ -74,5 +132,7 @@ def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, s
         if d.fix is not None and d.fix.replacement:
             console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(d.fix.replacement))
         if d.confirmed:
-            console.print(Text("  confirmed: ", style="bold magenta") + Text(str(d.confirmed.get("summary", d.confirmed))))
+            label, text = confirmation_line(d.confirmed)
+            style = {"confirmed": "bold magenta", "contradicted": "bold red"}.get(label, "bold yellow")
+            console.print(Text(f"  {label}: ", style=style) + Text(text))
         console.print()

@@ -1,6 +1,6 @@
 """The explicit registry of rule metadata: code, kebab-case name, severity, one-line summary.
 
-Codes are stable and never reused (`../shared/docs/rules.md`). Each code has a page
+Codes are stable and never reused. Each code has a page
 `rules/<CODE>.md`; a test keeps pages and this table in step.
 """
 from __future__ import annotations
@@ -55,7 +55,13 @@ RULES: tuple[RuleInfo, ...] = (
              "exp of a log-ratio is clamped after the exponential: NaN gradients on overflow."),
     RuleInfo("KL900", "syntax-error", "error",
              "A file could not be read or parsed, so it was not checked."),
+    RuleInfo("KL901", "unused-suppression", "warning",
+             "A `# noqa` or `# kllint: ignore[...]` code hides no finding (opt-in: select KL901)."),
 )
+
+# rules that `ALL` (the default) and the bare prefix `KL` leave out: they are enabled only by
+# their code, their name or a longer prefix (`--extend-select KL901`), as Ruff's RUF100
+OPT_IN: frozenset[str] = frozenset({"KL901"})
 
 BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}
 BY_NAME: dict[str, RuleInfo] = {rule.name: rule for rule in RULES}
@@ -82,10 +88,9 @@ def select_codes(select: list[str] | tuple[str, ...], ignore: list[str] | tuple[
                  extend_select: list[str] | tuple[str, ...] = ()) -> frozenset[str]:
     """The active codes after `select`, `extend-select` and `ignore` (ignore wins, Ruff-style)."""
     codes: set[str] = set()
-    for sel in (select or ["ALL"]):
-        codes |= resolve_selector(sel)
-    for sel in extend_select:
-        codes |= resolve_selector(sel)
+    for sel in (*(select or ["ALL"]), *extend_select):
+        matched = resolve_selector(sel)
+        codes |= matched - OPT_IN if sel.strip().upper() in ("ALL", "KL") else matched
     for sel in ignore:
         codes -= resolve_selector(sel)
     return frozenset(codes)

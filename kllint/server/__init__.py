@@ -11,7 +11,7 @@ def serve() -> None:
     """Run the language server over stdio (imports pygls).
 
     Raises:
-        ImportError: pygls is not installed (`pip install 'kllint[server]'`).
+        ImportError: pygls is not installed (kllint's `server` extra: `pip install 'pygls>=2,<3'`).
     """
     from kllint.server.lsp import serve as run
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from kllint.config import ConfigError, Settings, SettingsResolver
 from kllint.diagnostics import Diagnostic, Span
 from kllint.discovery import Discovered
+from kllint.guard import AnalysisStopped
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -80,7 +81,7 @@ def fix_edit(path: Path, text: str, diagnostic: Diagnostic, unsafe: bool = False
 
         libcst.parse_module(new_text)
         after = lint_text(new_text, _item(path, new_text), settings_for(path))
-    except Exception:  # noqa: BLE001 - a fix that cannot be verified is not offered
+    except (Exception, AnalysisStopped):  # noqa: BLE001 - a fix that cannot be verified is not offered
         return None
     region = applied[0][1]
     if any(d.code == diagnostic.code and _overlaps(d.span, region) for d in after):
@@ -95,6 +96,6 @@ def fix_all(path: Path, text: str, unsafe: bool = False) -> tuple[str, int]:
 
     try:
         outcome = fix_text(text, _item(path, text), settings_for(path), unsafe=unsafe)
-    except Exception:  # noqa: BLE001 - nothing to offer
+    except (Exception, AnalysisStopped):  # noqa: BLE001 - nothing to offer (also past the time budget)
         return text, 0
     return outcome.text, len(outcome.fixed)

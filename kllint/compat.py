@@ -1,0 +1,144 @@
+"""Files written for a newer Python than the one kllint runs on.
+
+The analysis takes a module's outline from `ast`, so on Python 3.11 a file that uses Python
+3.12+ grammar (PEP 695 `type` aliases and type parameters, PEP 701 f-strings, 3.14 t-strings)
+would be a "syntax error". libcst's parser accepts that grammar. When `ast` rejects a file that
+shows such syntax, `newer_syntax_outline` has libcst parse it and rewrite, line for line, what
+the older grammar cannot read: `type X[T] = v` -> `X = None`, `def f[T](...)` -> `def f   (...)`,
+an f-string the old grammar rejects -> `""` (in parentheses holding its line breaks). The
+rewritten text has the same lines, so the outline's line numbers are the file's; libcst parses
+the original text for the analysis itself.
+
+libcst's native parser can overflow its stack on input Python rejects for its nesting, and
+such input is not screened here, so the parse runs in a child process with a time limit and an
+address-space limit: whatever happens there costs one file, never the run.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+
+NEWER_SYNTAX = re.compile(r"^[ \t]*type[ \t]+\w|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*\[|"
+                          r"(?<![\w.])[rRbB]?[fFtT][rR]?['\"]", re.M)
+CHILD_SECONDS = 20.0
+CHILD_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
+MAX_BYTES = 4 * 1024 * 1024
+_UNCHECKABLE, _REJECTED = 3, 4
+
+
+class NewerSyntaxError(SyntaxError):
+    """Valid Python for a newer version (libcst parses it) that this Python cannot check."""
+
+    newer_python = True
+
+
+def _rewrite(text: str) -> str | None:
+    """The line-for-line rewrite of `text` that the running Python's `ast` accepts (None if
+    there is none); raises libcst.ParserSyntaxError when libcst rejects `text`."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offsets(node: cst.CSTNode) -> tuple[int, int]:
+        where = positions[node]
+        return (starts[where.start.line - 1] + where.start.column, starts[where.end.line - 1] + where.end.column)
+
+    edits: list[tuple[int, int, str]] = []
+
+    def placeholder(start: int, end: int, value: str) -> str:
+        breaks = text.count("\n", start, end)
+        return f"({chr(10) * breaks}{value})" if breaks else value
+
+    strings = tuple(getattr(cst, name) for name in ("FormattedString", "TemplatedString") if hasattr(cst, name))
+    stack: list[cst.CSTNode] = [wrapper.module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.TypeAlias):
+            start, end = offsets(node)
+            edits.append((start, end, f"{node.name.value} = " + placeholder(start, end, "None")))
+            continue
+        if isinstance(node, strings):
+            start, end = offsets(node)
+            try:
+                ast.parse(text[start:end], mode="eval")
+            except SyntaxError:
+                edits.append((start, end, placeholder(start, end, '""')))
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.type_parameters is not None:
+            start, end = offsets(node.type_parameters)
+            if "\n" in text[start:end] or "\r" in text[start:end]:
+                return None
+            edits.append((start, end, " " * (end - start)))
+        stack.extend(node.children)
+    for start, end, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    ast.parse(text)  # SyntaxError: not something this rewrite can help
+    return text
+
+
+def _child() -> None:  # pragma: no cover - runs in the child process
+    """Read a module's text on stdin, write its rewrite on stdout (see `_rewrite`); exit 3 when
+    libcst accepts it but it cannot be rewritten, 4 when libcst rejects it."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    except (ImportError, ValueError, OSError):
+        pass
+    import libcst as cst
+
+    text = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
+    try:
+        rewritten = _rewrite(text)
+    except cst.ParserSyntaxError:
+        sys.exit(_REJECTED)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        sys.exit(_UNCHECKABLE)
+    if rewritten is None:
+        sys.exit(_UNCHECKABLE)
+    sys.stdout.buffer.write(rewritten.encode("utf-8", "surrogatepass"))
+
+
+@lru_cache(maxsize=64)
+def _in_child(text: str) -> tuple[int, str]:
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        done = subprocess.run([sys.executable, "-c", "from kllint.compat import _child; _child()"],
+                              input=text.encode("utf-8", "surrogatepass"), capture_output=True,
+                              timeout=CHILD_SECONDS, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return -1, ""
+    return done.returncode, done.stdout.decode("utf-8", "surrogatepass")
+
+
+def newer_syntax_outline(text: str, error: SyntaxError) -> tuple[ast.Module | None, SyntaxError]:
+    """For a text `ast` rejected with `error`: its outline from the rewrite (see the module
+    docstring) and `error`; or (None, a `NewerSyntaxError`) for valid newer Python that cannot
+    be rewritten; or (None, `error`) when libcst rejects it too or it shows no newer syntax."""
+    if len(text) > MAX_BYTES or not NEWER_SYNTAX.search(text):
+        return None, error
+    code, rewritten = _in_child(text)
+    if code == 0:
+        try:
+            return ast.parse(rewritten), error
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None, error
+    if code == _UNCHECKABLE:
+        newer = NewerSyntaxError(f"valid Python of a newer version than this one ({sys.version_info[0]}."
+                                 f"{sys.version_info[1]}) that kllint cannot check here; needs a newer Python "
+                                 "to check")
+        newer.lineno, newer.offset = error.lineno, error.offset
+        return None, newer
+    return None, error

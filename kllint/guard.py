@@ -1,0 +1,193 @@
+"""Limits that keep one hostile file from taking down or stalling a run.
+
+- libcst's native parser recurses once per operand of a chained `and` / `or` and overflows the
+  C stack (a segmentation fault, which no `except` can catch) at about 8,000 operands on an
+  8 MB stack, where CPython keeps the chain flat and compiles the file. `too_long_chain`
+  screens a text before libcst sees it, and `guarded_parse_module` refuses what it screens out
+  (with a `RecursionError`, which the callers already treat as "cannot parse").
+- Whatever cannot be screened runs on a thread with a large stack (`STACK_BYTES`, reserved
+  address space, touched only as used): any nesting that CPython's own parser accepts (about
+  3,000 levels) takes libcst a few megabytes at most.
+- `call_with_limits` runs one analysis on such a thread under a time budget: when it is spent,
+  `AnalysisStopped` is raised in the analysing thread (at the next bytecode, as Ctrl+C is) and
+  in the caller, so the run goes on with the next file.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import re
+import threading
+import time
+from typing import Any, Callable, TypeVar
+
+import libcst
+
+MAX_CHAIN_OPERANDS = 5_000
+MAX_LAMBDA_DEPTH = 500  # libcst's parse of nested lambdas grows quadratically: 2,900 took 42 s and 1.6 GB
+STACK_BYTES = 256 * 1024 * 1024
+GRACE_SECONDS = 2.0
+_WORD = re.compile(r"\b(?:and|or)\b")
+_LAMBDA = re.compile(r"\blambda\b")
+
+T = TypeVar("T")
+
+
+class AnalysisStopped(BaseException):
+    """The analysis of a file ran past its time budget (a BaseException, so that no
+    `except Exception` in the analysis swallows it). `abandoned`: the analysing thread did not
+    stop within `GRACE_SECONDS` (it is left to die; nothing it shares may be reused)."""
+
+    def __init__(self, seconds: float, abandoned: bool = False) -> None:
+        super().__init__(f"analysis stopped after {seconds:g} s")
+        self.seconds = seconds
+        self.abandoned = abandoned
+
+
+def longest_chain(outline: ast.AST) -> int:
+    """The largest number of operands of one `and` / `or` chain in an `ast` tree (iterative)."""
+    longest = 0
+    stack = [outline]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BoolOp):
+            longest = max(longest, len(node.values))
+        stack.extend(ast.iter_child_nodes(node))
+    return longest
+
+
+def deepest_lambda(outline: ast.AST) -> int:
+    """The deepest nesting of `lambda` expressions in an `ast` tree (iterative)."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(outline, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.Lambda):
+            depth += 1
+            deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def too_long_chain(text: str, outline: ast.AST | None = None) -> str | None:
+    """Why libcst must not parse `text` (None when it may): a chain of more than
+    `MAX_CHAIN_OPERANDS` `and` / `or` operands (libcst's stack), or lambdas nested more than
+    `MAX_LAMBDA_DEPTH` deep (its time and memory). Regular expressions bound the counts first,
+    so ordinary code is never walked; `outline` is the text's `ast` tree when the caller has it."""
+    chains = len(_WORD.findall(text)) >= MAX_CHAIN_OPERANDS
+    lambdas = len(_LAMBDA.findall(text)) > MAX_LAMBDA_DEPTH
+    if not (chains or lambdas):
+        return None
+    if outline is None:
+        try:
+            outline = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None  # libcst is not asked to parse what Python rejects
+    chain = longest_chain(outline) if chains else 0
+    if chain > MAX_CHAIN_OPERANDS:
+        return f"a chain of {chain} `and`/`or` operands is too deeply nested to check"
+    depth = deepest_lambda(outline) if lambdas else 0
+    if depth > MAX_LAMBDA_DEPTH:
+        return f"{depth} nested lambdas are too deeply nested to check"
+    return None
+
+
+def guarded_parse_module(source: str) -> libcst.Module:
+    """`libcst.parse_module`, refusing texts that would overflow the native parser's stack.
+
+    Raises:
+        RecursionError: the text is screened out by `too_long_chain`.
+        libcst.ParserSyntaxError: libcst rejects the text.
+    """
+    reason = too_long_chain(source)
+    if reason is not None:
+        raise RecursionError(reason)
+    return libcst.parse_module(source)
+
+
+def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+
+
+class _Budget(AnalysisStopped):
+    """Raised asynchronously in the analysing thread (a class without arguments)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+
+WALL_FACTOR = 10.0
+
+
+def _cpu_seconds(thread: threading.Thread) -> float | None:
+    """CPU time the thread has used (None where the platform cannot tell)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))  # type: ignore[arg-type]
+    except (AttributeError, OSError, OverflowError, TypeError):
+        return None
+
+
+def _wait(thread: threading.Thread, budget: float | None) -> None:
+    """Wait for `thread` until it ends or has used `budget` seconds of CPU time (a loaded
+    machine must not stop analyses that are merely slowed down), or a wall-clock backstop of
+    `WALL_FACTOR` times the budget (at least a minute) has passed."""
+    if not budget:
+        thread.join()
+        return
+    deadline = time.monotonic() + max(budget * WALL_FACTOR, 60.0)
+    while thread.is_alive():
+        thread.join(min(0.25, budget))
+        used = _cpu_seconds(thread)
+        if used is None:  # no per-thread clock: wall time
+            thread.join(budget)
+            return
+        if used >= budget or time.monotonic() >= deadline:
+            return
+
+
+def call_with_limits(function: Callable[..., T], *args: Any, budget: float | None = None,
+                     **kwargs: Any) -> T:
+    """`function(*args, **kwargs)` on a thread with a `STACK_BYTES` stack, within `budget`
+    seconds (None or 0: no limit). Exceptions of `function` are re-raised here.
+
+    Raises:
+        AnalysisStopped: the budget ran out (the analysing thread was interrupted).
+    """
+    outcome: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            outcome["value"] = function(*args, **kwargs)
+        except _Budget:
+            outcome["stopped"] = True
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    previous = threading.stack_size()
+    try:
+        threading.stack_size(STACK_BYTES)
+        thread = threading.Thread(target=body, name="kllint-analysis", daemon=True)
+    except (ValueError, RuntimeError):  # a platform without settable stacks
+        threading.stack_size(previous)
+        thread = threading.Thread(target=body, name="kllint-analysis", daemon=True)
+    thread.start()
+    threading.stack_size(previous)
+    try:
+        _wait(thread, budget)
+    except BaseException:  # Ctrl+C, SIGTERM: stop the analysis too
+        _raise_in(thread, _Budget)
+        raise
+    if thread.is_alive():
+        _raise_in(thread, _Budget)
+        thread.join(GRACE_SECONDS)
+        raise AnalysisStopped(budget or 0.0, abandoned=thread.is_alive())
+    if "error" in outcome:
+        error = outcome.pop("error")
+        try:
+            raise error
+        finally:
+            del error
+    if outcome.get("stopped"):
+        raise AnalysisStopped(budget or 0.0)
+    return outcome["value"]

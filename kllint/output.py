@@ -1,0 +1,67 @@
+"""The findings in one output format: `render` (files, pipes, reports) and `write_stdout` (a
+terminal gets the full format through rich, at its width). Names that are not valid UTF-8 are
+escaped in every format but SARIF (`kllint.report.paths`)."""
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import TextIO
+
+from rich.console import Console
+
+from kllint.diagnostics import Diagnostic
+
+
+@dataclass
+class OutputContext:
+    """What a format needs besides the findings."""
+
+    selected: frozenset[str]
+    internal_errors: list[str]
+    sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
+    unsafe_fixes: bool = False
+
+
+def render(fmt: str, diagnostics: list[Diagnostic], context: OutputContext) -> str:
+    """The text of one output format (for files, and for stdout except `full` on a terminal)."""
+    if fmt != "sarif":  # SARIF percent-encodes file names itself
+        from kllint.report.paths import printable
+
+        diagnostics = printable(diagnostics)
+    if fmt == "json":
+        from kllint.report import json as report_json
+
+        return report_json.render(diagnostics)
+    if fmt == "concise":
+        from kllint.report import concise
+
+        return concise.render(diagnostics, unsafe=context.unsafe_fixes)
+    if fmt == "sarif":
+        from kllint.report import sarif
+
+        return sarif.render(diagnostics, selected=context.selected, notifications=context.internal_errors)
+    if fmt == "github":
+        from kllint.report import github
+
+        return github.render(diagnostics)
+    from kllint.report import text
+
+    buffer = io.StringIO()
+    text.render(diagnostics, Console(file=buffer, no_color=True, highlight=False, width=200, soft_wrap=True),
+                sources=context.sources, unsafe=context.unsafe_fixes)
+    return buffer.getvalue()
+
+
+def write_stdout(fmt: str, diagnostics: list[Diagnostic], context: OutputContext, stdout: TextIO) -> None:
+    """Write the findings to `stdout`: rich's full output on a terminal, else `render`."""
+    if fmt == "full" and stdout.isatty():
+        from kllint.report import text
+        from kllint.report.paths import printable
+
+        diagnostics = printable(diagnostics)
+        text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
+                                         highlight=False), sources=context.sources, unsafe=context.unsafe_fixes)
+        return
+    stdout.write(render(fmt, diagnostics, context))
+    stdout.flush()
