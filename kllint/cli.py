@@ -64,7 +64,7 @@ def cli() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Keep the result cache in this folder (default: .kllint_cache in the project root).")
 @click.option("--time-budget", type=float, default=None, metavar="SECONDS",
-              help="Stop the analysis of a file after SECONDS of CPU time (default: 10, or `time-budget`; 0: no limit).")
+              help="Stop the analysis of a file after SECONDS of CPU time (default: 60, or `time-budget`; 0: no limit).")
 @click.option("--confirm", is_flag=True,
               help="Confirm each finding with the runtime gradient checker (needs the torch or the jax extra "
                    "of kllint). WARNING: this evaluates the estimate expressions of your code.")
