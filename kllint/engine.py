@@ -150,18 +150,11 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
     from kllint.notebook import Notebook, NotebookError
 
     display = item.display
+    raw = _read_bounded(item)
+    if isinstance(raw, Outcome):
+        return raw
     try:
-        raw = item.content if item.content is not None else read_regular(item.path, MAX_FILE_BYTES)
-        if len(raw) > MAX_FILE_BYTES:
-            raise FileTooLargeError(len(raw), MAX_FILE_BYTES)
         notebook = Notebook.parse(raw.decode("utf-8"))
-    except FileTooLargeError:
-        return _final([syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
-                                                  "not checked")])
-    except NotRegularFileError as exc:
-        return _final([syntax_diagnostic(display, f"{exc}; not checked")])
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop on some versions
-        return _final([syntax_diagnostic(display, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")])
     except UnicodeDecodeError as exc:
         return _final([syntax_diagnostic(display, f"cannot decode the notebook (byte {exc.start} is not valid "
                                                   "UTF-8); not checked")])
@@ -178,10 +171,9 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
                    stopped=outcome.stopped, thread_alive=outcome.thread_alive)
 
 
-def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
-                    track: bool, prefilter: bool) -> Outcome:
-    from kllint.prefilter import might_matter, parse_or_error
-
+def _read_bounded(item: Discovered) -> "bytes | Outcome":
+    """The bytes of a file to check (a regular file, at most MAX_FILE_BYTES, or the buffer held
+    in memory), or the KL900 outcome saying why it cannot be read."""
     display = item.display
     try:
         raw = item.content if item.content is not None else read_regular(item.path, MAX_FILE_BYTES)
@@ -194,6 +186,17 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
         return _final([syntax_diagnostic(display, f"{exc}; not checked")])
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop on some versions
         return _final([syntax_diagnostic(display, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")])
+    return raw
+
+
+def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
+                    track: bool, prefilter: bool) -> Outcome:
+    from kllint.prefilter import might_matter, parse_or_error
+
+    display = item.display
+    raw = _read_bounded(item)
+    if isinstance(raw, Outcome):
+        return raw
     digest = hashlib.sha256(raw).hexdigest() if track else None
     try:
         text = decode_source(raw)
