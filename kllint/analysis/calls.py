@@ -304,7 +304,7 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
             return x
         if y_roles and not x_roles:
             return y
-        return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
+        return _piecewise(it, "where", x, y)
     if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
         return it.arith(fw.MULTI_ARG_ARITH[name], args[0], args[1], node, frame)
     if name in fw.PAIRWISE_CLAMPS and len(args) >= 2:
@@ -312,16 +312,26 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
             return clamp(it, args[0], node, frame)
         if _is_constant(args[0]):
             return clamp(it, args[1], node, frame)
-        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+        return _piecewise(it, name, args[0], args[1])
     if name in ("max", "min") and len(args) >= 2 and not _is_int_literal(args[1]):
         if _is_constant(args[1]):
             return clamp(it, args[0], node, frame)
-        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+        return _piecewise(it, name, args[0], args[1])
     if name == "pow" and len(args) >= 2:
         return it.arith("**", args[0], args[1], node, frame)
     if not args:
         return it.algebra.opaque(name)
     return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def _piecewise(it: "Interpreter", name: str, x: Value, y: Value) -> Value:
+    """Elementwise `maximum(x, y)` / `minimum` / `where(mask, x, y)` of two tensors: at every
+    element the value, and its gradient, is one of the operands (PPO's clipped surrogate
+    `max(-A * ratio, -A * clip(ratio))`), so the result is either operand. Operands that carry no
+    role keep the dependencies only."""
+    if _carries_roles(it, x) and _carries_roles(it, y):
+        return join(x, y)
+    return it.algebra.opaque_call(name, [it.as_tensor(x), it.as_tensor(y)])
 
 
 def negative_logprob(it: "Interpreter", args: list[Value], kwargs: dict[str, Value], node: cst.Call,

@@ -202,8 +202,11 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
             # a coefficient of the score function counts only the reductions inside it: the sum
             # over tokens of `logp_t * c_t` still gives each token its own coefficient
             coefficient = not live and live_others
+            # whitening `(A - mean(A)) * rsqrt(var(A))`: a batch scale keeps A's terms affine
+            scaled = kl_factor and all(_batch_scale(a, algebra) for i, a in enumerate(node.args)
+                                       if i != index and algebra.kl_symbols(a))
             walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
-                 not kl_factor, live_here or live_others)
+                 not kl_factor, live_here or live_others, through_call=scaled)
     elif isinstance(node, sp.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
@@ -213,6 +216,31 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
         opaque = isinstance(node, AppliedUndef) and str(node.func).startswith("call_") and len(node.args) == 1
         for arg in node.args:
             walk(arg, 0, reduced, live, False, live_here, through_call=opaque)
+
+
+_SCALE_CALLS = frozenset({"call_rsqrt", "call_std", "call_var", "call_sqrt", "call_norm"})
+
+
+def _batch_scale(factor: sp.Expr, algebra: Algebra) -> bool:
+    """A positive batch statistic that scales a value: `rsqrt(var)`, `1 / (std + eps)`,
+    `1 / sum(mask)` (advantage whitening and normalisers), not a per-token function."""
+    if isinstance(factor, AppliedUndef):
+        return str(factor.func) == "call_rsqrt"
+    if isinstance(factor, sp.Pow) and factor.exp.is_number and factor.exp.is_negative:
+        base = factor.base
+        terms = base.args if isinstance(base, sp.Add) else (base,)
+        return all(t.is_number or (isinstance(t, AppliedUndef) and str(t.func) in _SCALE_CALLS)
+                   or (isinstance(t, sp.Pow) and t.exp == sp.Rational(1, 2) and _statistic(t.base, algebra))
+                   or _statistic(t, algebra) for t in terms)
+    return False
+
+
+def _statistic(expr: sp.Expr, algebra: Algebra) -> bool:
+    """A reduction (a batch sum or mean), a positive symbol (a token count) or a product of them."""
+    if isinstance(expr, sp.Symbol):
+        return algebra.table.is_reduction(expr) or bool(expr.is_positive)
+    return isinstance(expr, sp.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
+                                            for a in expr.args)
 
 
 def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:
