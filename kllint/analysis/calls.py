@@ -16,7 +16,7 @@ from kllint.analysis.autograd import frozen_networks, records_gradients, without
 from kllint.analysis.facts import CallFact, ClampFact
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -39,6 +39,8 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, Keyed):
+        return it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
