@@ -293,6 +293,9 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
         if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
                 and isinstance(args[-1 if name == "full" else 0], Literal):
             return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
+        if name in fw.BUFFERS:
+            # a preallocated buffer holds what is written into it later, whatever it is named
+            return it.algebra.opaque(name).with_(kind="buffer")
         return it.algebra.opaque(name)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]

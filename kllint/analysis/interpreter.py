@@ -499,6 +499,8 @@ class Interpreter:
                 self.check_reward_sink(last, value, frame, statement)
                 if isinstance(base, cst.Name) and base.value in frame.env:
                     current = frame.env[base.value]
+                    if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
+                        value = self.detach_value(value)
                     if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
         elif isinstance(target, cst.Attribute):
@@ -532,6 +534,9 @@ class Interpreter:
                     isinstance(option, Tensor) and not self.algebra.has_roles(option.expr) and option.anchor is None
                     and not option.expr.is_number and option.kind is None)):
                 options.append(named)
+            elif isinstance(named, Tensor) and isinstance(option, Tensor) and option.kind == "buffer":
+                # a preallocated buffer: a mask by its name, but log-probs only once written
+                options.append(option if self.algebra.has_roles(named.expr) else named)
             else:
                 options.append(option)
         return join(*options)
