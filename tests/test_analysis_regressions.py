@@ -185,3 +185,45 @@ def test_findings_of_another_module_are_reported_there_unless_this_call_supplies
     assert ("trainer.py", "KL302", 13) in found
     assert not any(name == "callers.py" and line == 5 for name, _, line in found)
     assert ("callers.py", "KL201", 11) in found
+
+
+# One estimate reached through two call sites of its helper (a local and a remote rollout path)
+# is one finding, and both call sites are trace steps of it.
+TWO_ROLLOUT_PATHS = '''import torch
+
+
+def penalty(logp, ref_logp, mode):
+    if mode == "k3":
+        gap = ref_logp - logp
+        return gap.exp() - gap - 1
+    return logp - ref_logp
+
+
+def rewards_for(kl, scores, beta):
+    rewards = -beta * kl
+    rewards[:, -1] += scores
+    return rewards
+
+
+class Rollouts:
+    def local(self, policy, ref_model, ids, scores, cfg):
+        with torch.no_grad():
+            logp = policy(ids).log_softmax(-1)
+            ref_logp = ref_model(ids).log_softmax(-1)
+            kl = penalty(logp, ref_logp, cfg.kl_mode)
+        return rewards_for(kl, scores, cfg.beta)
+
+    def remote(self, policy, ref_model, ids, scores, cfg):
+        with torch.no_grad():
+            logp = policy(ids).log_softmax(-1)
+            ref_logp = ref_model(ids).log_softmax(-1)
+            kl = penalty(logp, ref_logp, cfg.kl_mode)
+        return rewards_for(kl, scores, cfg.beta)
+'''
+
+
+def test_each_call_site_of_a_shared_estimate_is_a_trace_step() -> None:
+    found = [d for d in check_source(TWO_ROLLOUT_PATHS, "rollouts.py") if d.code == "KL302"]
+    assert len(found) == 1
+    lines = {step.line for step in found[0].trace}
+    assert {22, 29} <= lines, found[0].trace

@@ -26,6 +26,8 @@ class KLTerm:
     entry: Anchor | None = None  # where it was first added to another term
     per_token: bool = True
     assumed: bool = False
+    # the same estimate returned through other chains of calls (one root cause, several paths)
+    other_call_sites: list = field(default_factory=list)
 
 
 @dataclass

@@ -248,6 +248,8 @@ def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:
                   if (anchor.path, anchor.span.line) != (term.anchor.path, term.anchor.span.line))
     steps += (term.anchor.step(note),)
     steps += tuple(site.step("returned from the helper to this call") for site in term.call_sites)
+    steps += tuple(site.step("also returned from the helper to this call") for sites in term.other_call_sites
+                   for site in sites)
     return steps
 
 
