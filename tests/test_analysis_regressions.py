@@ -227,3 +227,45 @@ def test_each_call_site_of_a_shared_estimate_is_a_trace_step() -> None:
     assert len(found) == 1
     lines = {step.line for step in found[0].trace}
     assert {22, 29} <= lines, found[0].trace
+
+
+# Several estimators merged into one finding at the same place: each keeps the step where it
+# is formed, so a straight-through option is visible next to the plain ones.
+MERGED_OPTIONS = '''import torch
+
+
+def penalty(logp, ref_logp, mode):
+    if mode == "k2":
+        return 0.5 * (logp - ref_logp) ** 2
+    if mode == "k3":
+        gap = ref_logp - logp
+        return gap.exp() - gap - 1
+    surrogate = 0.5 * (logp - ref_logp) ** 2
+    return surrogate - surrogate.detach() + (logp - ref_logp).detach()
+'''
+
+MERGED_CALLER = '''import torch
+
+from helpers import penalty
+
+
+def loss_fn(policy, ref_model, ids, mask, cfg):
+    logp = policy(ids).log_softmax(-1)
+    with torch.no_grad():
+        ref_logp = ref_model(ids).log_softmax(-1)
+    kl = penalty(logp, ref_logp, cfg.mode)
+    loss = (kl * mask).sum() / mask.sum()
+    loss.backward()
+'''
+
+
+def test_each_merged_estimator_keeps_its_step(tmp_path) -> None:
+    (tmp_path / "helpers.py").write_text(MERGED_OPTIONS)
+    caller = tmp_path / "train.py"
+    caller.write_text(MERGED_CALLER)
+    from kllint.analysis.checker import check_source as check_module
+
+    found = [d for d in check_module(MERGED_CALLER, "train.py", caller) if d.code == "KL201"]
+    assert len(found) == 1
+    lines = {step.line for step in found[0].trace if step.path.endswith("helpers.py")}
+    assert {6, 9, 11} <= lines, found[0].trace

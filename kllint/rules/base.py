@@ -89,8 +89,14 @@ class RuleContext:
         key = (code, primary.span)
         when = condition_text(anchor.conditions)
         if key in self._pending:
-            self._pending[key][1].append(when)
-            self._pending[key][2].append(variant)
+            pending, whens, variants = self._pending[key]
+            whens.append(when)
+            variants.append(variant)
+            # each further estimate merged into this finding keeps the step where it is formed
+            if anchor is not primary and anchor.module is not None:
+                step = anchor.step(f"{variant} estimate" if variant else "estimate")
+                if (step.path, step.line) not in {(s.path, s.line) for s in pending.trace}:
+                    self._pending[key] = (replace(pending, trace=pending.trace + (step,)), whens, variants)
             return
         diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
                                 message, help, steps, fix, estimate)
