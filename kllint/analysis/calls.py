@@ -57,6 +57,10 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, ModuleRef):
         return library_call(it, func.qualname, args, kwargs, node, frame)
     if isinstance(func, _BoundMethod):
+        if isinstance(func.obj, Literal):
+            from kllint.analysis.interpreter import string_method
+
+            return string_method(func.obj.value, func.name, args)
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):

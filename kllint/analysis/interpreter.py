@@ -618,6 +618,8 @@ class Interpreter:
                 name = config.name if config else (dotted_name(test.left) or "option")
                 default = config.default if config and isinstance(config.default, str) else None
                 return None, Condition(name.split(".")[-1], tuple(str(o) for o in options), negated, default)
+        if isinstance(test, cst.BooleanOperation):
+            return self._decide_boolean(test, frame)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             decision, condition = self.decide(test.expression, frame)
             if decision is not None:
@@ -629,6 +631,22 @@ class Interpreter:
             truths = {bool(o.value) for o in known}
             if len(truths) == 1:
                 return truths.pop(), None
+        return None, None
+
+    def _decide_boolean(self, test: cst.BooleanOperation, frame: Frame) -> tuple[bool | None, Condition | None]:
+        """`a or b` / `a and b`: decided when one side settles it; otherwise the condition of the
+        side left open when the other side is known not to settle it."""
+        left, left_condition = self.decide(test.left, frame)
+        right, right_condition = self.decide(test.right, frame)
+        settles = isinstance(test.operator, cst.Or)  # the value of one side that decides the whole
+        if left is settles or right is settles:
+            return settles, None
+        if left is not None and right is not None:
+            return (not settles), None
+        if left is not None:
+            return None, right_condition
+        if right is not None:
+            return None, left_condition
         return None, None
 
     def _literal_options(self, value: Value) -> tuple | None:
@@ -942,6 +960,8 @@ class Interpreter:
         if isinstance(base, Mapping):
             item = base.get(attr)
             return item if item is not None else Unknown(attr)
+        if isinstance(base, Literal) and isinstance(base.value, str) and attr in STRING_METHODS:
+            return _BoundMethod(base, attr)  # `mode.endswith("+")` of a known option
         if isinstance(base, ConfigValue):
             default = base.default
             if isinstance(default, Mapping):
@@ -1005,6 +1025,8 @@ class Interpreter:
         return join(*options)
 
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
+        if isinstance(base, Literal) and isinstance(base.value, str):
+            return _string_item(base.value, node.slice, key)
         if isinstance(base, Tensor):
             if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
                 stored = self.fields.read(KEY_FIELD + key.value)
@@ -1411,6 +1433,50 @@ class _Super:
 
     cls: ClassRef
     instance: Any
+
+
+# methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
+STRING_METHODS = frozenset({"endswith", "startswith", "lower", "upper", "strip", "rstrip", "lstrip", "removesuffix",
+                            "removeprefix", "replace"})
+
+
+def string_method(text: str, name: str, args: list[Value]) -> Value:
+    """The result of `text.name(*args)` when every argument is a literal string, else Unknown."""
+    if not all(isinstance(a, Literal) and isinstance(a.value, str) for a in args):
+        return Unknown(name)
+    try:
+        return Literal(getattr(text, name)(*(a.value for a in args)))
+    except (TypeError, ValueError):
+        return Unknown(name)
+
+
+def _string_item(text: str, elements, key: Value) -> Value:
+    """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
+    if len(elements) != 1:
+        return Unknown()
+    part = elements[0].slice
+    if isinstance(part, cst.Index):
+        if isinstance(key, Literal) and isinstance(key.value, int) and -len(text) <= key.value < len(text):
+            return Literal(text[key.value])
+        return Unknown()
+    bounds = []
+    for bound in (part.lower, part.upper, part.step):
+        if bound is None:
+            bounds.append(None)
+            continue
+        number = _int_literal(bound)
+        if number is None:
+            return Unknown()
+        bounds.append(number)
+    return Literal(text[slice(*bounds)])
+
+
+def _int_literal(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
 
 
 @dataclass(frozen=True)
