@@ -140,8 +140,12 @@ RETURN_SINK_TOKENS = frozenset({"return", "returns", "advantage", "advantages", 
 
 def sink_kind(name: str) -> str | None:
     """`returns` for return/advantage names (coefficients of the score function), `rewards` for
-    reward names (later turned into returns), else None."""
+    reward names (later turned into returns), else None. A grouping qualifier names no sink:
+    `kl_per_reward`, `mean_by_advantage` (the words after `per` / `by` are not the value)."""
     toks = tokens(name)
+    for qualifier in ("per", "by"):
+        if qualifier in toks[1:]:
+            toks = toks[:toks.index(qualifier, 1)]
     if any(t in PREFERENCE_TOKENS for t in toks):
         return None
     if any(t in RETURN_SINK_TOKENS for t in toks):
