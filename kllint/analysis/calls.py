@@ -339,7 +339,11 @@ def _piecewise(it: "Interpreter", name: str, x: Value, y: Value) -> Value:
     `max(-A * ratio, -A * clip(ratio))`), so the result is either operand. Operands that carry no
     role keep the dependencies only."""
     if _carries_roles(it, x) and _carries_roles(it, y):
-        return join(x, y)
+        # where one operand is constant in the policy (PPO's dual clip `min(-A * c, ...)`) the
+        # gradient is zero by design: the operands that carry the gradient are what the loss is
+        live = [v for v in (x, y) if any(isinstance(o, Tensor) and it.algebra.live(it.algebra.wrap(o))
+                                         for o in alternatives(v))]
+        return join(*live) if len(live) == 1 else join(x, y)
     return it.algebra.opaque_call(name, [it.as_tensor(x), it.as_tensor(y)])
 
 

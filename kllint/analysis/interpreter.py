@@ -427,7 +427,7 @@ class Interpreter:
         that `exp(ref - lp) - (ref - lp)` never mixes two different `ref`s."""
         names = [n for n in _used_names(node) if isinstance(frame.env.get(n), Alts) and any(
             isinstance(o, Tensor) and self.algebra.has_roles(o.expr) for o in frame.env[n].options)]
-        if not names:
+        if not names or self._fans_out(node, frame):
             return self.eval(node, frame)
         combos: list[dict[str, Value]] = [{}]
         for name in names:
@@ -445,6 +445,15 @@ class Interpreter:
         # round-robin, so that every combination is represented when alternatives are capped
         longest = max(len(r) for r in results)
         return join(*(r[i] for i in range(longest) for r in results if i < len(r)))
+
+    def _fans_out(self, node: cst.BaseExpression, frame: Frame) -> bool:
+        """A call of several callables picked from a registry by a run-time key: each is run
+        once with every option of its arguments, not once per combination of them (the options
+        reach each registered function at once; the product of both would explode)."""
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+            return False
+        func = frame.env.get(node.func.value)
+        return sum(isinstance(o, Keyed) for o in alternatives(func)) >= 2
 
     def exec_small(self, node: cst.CSTNode, frame: Frame) -> None:
         if isinstance(node, cst.Assign):
