@@ -9,6 +9,7 @@ from typing import Callable
 
 import sympy as sp
 
+from kllint.analysis.bounded import SizeBound
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
     LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
@@ -38,6 +39,7 @@ class Algebra:
         self._detached: dict[sp.Symbol, sp.Symbol] = {}
         self._kl_cache: dict = {}
         self._kl_cache_size = 0
+        self.sizes = SizeBound(self.table)
 
     # -- constructors -----------------------------------------------------------------------
     def opaque(self, name: str, positive: bool = True) -> Tensor:
@@ -200,7 +202,7 @@ class Algebra:
         """An elementwise function; a pure operand stays pure with the anchor moved here."""
         pure = self.table.is_pure(t.expr) and self.has_roles(t.expr)
         try:
-            expr = fn(t.expr if pure else self.wrap(t))
+            expr = self.bound(fn(t.expr if pure else self.wrap(t)))
         except (TypeError, ValueError, ZeroDivisionError):
             expr = self.table.fresh("f", real=True)
         if pure and not keep_anchor:
@@ -239,7 +241,7 @@ class Algebra:
         pure_b = self.table.is_pure(b.expr)
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
         if pure_a and pure_b and (roles_a or roles_b) and not self._weighted_detached_estimate(op, a, b):
-            expr = self._apply(op, a.expr, b.expr)
+            expr = self.bound(self._apply(op, a.expr, b.expr))
             if op in "*/" and (roles_a != roles_b) and (b.anchor is None if roles_a else a.anchor is None):
                 # scaling by a number keeps the estimate where it was formed
                 kept = a if roles_a else b
@@ -252,7 +254,7 @@ class Algebra:
         if op in "+-":
             self.mark_entry(left, right, anchor)
             self.mark_entry(right, left, anchor)
-        expr = self.compress(self._apply(op, left, right))
+        expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
 
@@ -282,6 +284,11 @@ class Algebra:
             return self.table.fresh("t", positive=True)
         return sp.Function("term")(*roles)
 
+    def bound(self, expr: sp.Expr) -> sp.Expr:
+        """`expr`, with its innermost parts made opaque if it is too large to analyse in
+        polynomial time (`kllint.analysis.bounded`)."""
+        return self.sizes.bound(expr, self.kl_symbols)
+
     @staticmethod
     def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:
         try:
@@ -301,4 +308,4 @@ class Algebra:
         if not exprs:
             return self.opaque(name)
         safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
-        return Tensor(sp.Function(f"call_{safe}")(*exprs))
+        return Tensor(self.bound(sp.Function(f"call_{safe}")(*exprs)))
