@@ -191,17 +191,11 @@ def replace_all(expr: sp.Basic, mapping: dict, memo: dict | None = None) -> sp.B
 
 
 def substitute_in_order(expr: sp.Basic, mapping: dict) -> sp.Basic:
-    """`expr.subs(mapping)` for a mapping of symbols, computed on the graph.
-
-    sympy substitutes the symbols of a dict one after the other (in `default_sort_key` order), so
-    a symbol met in the replacement of an earlier one is replaced too; that equals one
-    simultaneous replacement in which each symbol's replacement has had the later symbols
-    substituted already."""
+    """`expr.subs(mapping)` for a mapping of symbols, computed on the graph: sympy substitutes
+    the symbols of a dict one after the other (in `default_sort_key` order, so a symbol met in
+    the replacement of an earlier one is replaced too), each a walk of the whole tree."""
     from sympy.core.sorting import default_sort_key
 
-    order = sorted(mapping, key=default_sort_key)
-    resolved: dict = {}
-    for position in range(len(order) - 1, -1, -1):
-        symbol = order[position]
-        resolved[symbol] = replace_all(mapping[symbol], {s: resolved[s] for s in order[position + 1:]})
-    return replace_all(expr, resolved)
+    for symbol in sorted(mapping, key=default_sort_key):
+        expr = replace_all(expr, {symbol: mapping[symbol]})
+    return expr
