@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_hostile_files import GOOD, K3_CHAIN, ROOT, kllint
+from test_hostile_files import GOOD, ROOT, SLOW, kllint
 
 
 def _children(pid: int) -> set[int]:
@@ -44,7 +44,7 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     for index in range(10):
         (tmp_path / f"m{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
-    (tmp_path / "slow.py").write_text(K3_CHAIN)  # keeps a worker busy: no time budget
+    (tmp_path / "slow.py").write_text(SLOW)  # keeps a worker busy: no time budget
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "kllint", "check", "--no-cache", "-j", "2",
                                 "--time-budget", "0", "."], cwd=tmp_path, env=env,
