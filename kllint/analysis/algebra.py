@@ -19,6 +19,7 @@ from kllint.analysis.values import Anchor, Tensor, _plain
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
 COMPRESS_OPS = 40
+_UNKNOWN = object()
 
 
 def _larger_than(expr: sp.Expr, limit: int) -> bool:
@@ -40,6 +41,7 @@ class Algebra:
         self._kl_cache: dict = {}
         self._kl_cache_size = 0
         self.sizes = SizeBound(self.table)
+        self._estimators: dict = {}  # value -> its EstimatorMatch or None (`wrap`)
 
     # -- constructors -----------------------------------------------------------------------
     def opaque(self, name: str, positive: bool = True) -> Tensor:
@@ -111,9 +113,10 @@ class Algebra:
         estimate (by value), else `t.expr` unchanged."""
         if t.anchor is None or not self.is_kl_candidate(t):
             return t.expr
-        match = classify_value(t.expr, self.table)
-        if match is None:
-            match = self._surrogate(t.expr)
+        match = self._estimators.get(t.expr, _UNKNOWN)
+        if match is _UNKNOWN:  # a function of the value alone (reductions never change)
+            match = classify_value(t.expr, self.table) or self._surrogate(t.expr)
+            self._estimators[t.expr] = match
         if match is None:
             return t.expr
         key = (t.expr, t.anchor)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 MAX_SIZE = 400  # nodes of the tree (real code: at most about 100)
-MAX_EXPANDED = 8000  # nodes through reductions (real code: at most about 800)
+MAX_EXPANDED = 4000  # nodes through reductions (real code: at most about 860)
 MIN_SHARE = 8  # below this many nodes a part becomes one atom
 MAX_DEPTH = 100  # nesting levels the shrinking descends before it makes an atom
 IMPURE = sp.Symbol("opaque__impure", real=True)
@@ -45,7 +45,7 @@ class SizeBound:
         self.table = table
         self.kl_symbols = _no_kl_symbols  # set for the duration of `bound` (no reference cycle)
         self._sizes: dict[sp.Basic, int] = {}
-        self._free: dict[int, frozenset] = {}
+        self._free: dict[int, tuple] = {}
         self._atoms: dict[sp.Basic, sp.Expr] = {}
         self.atoms_made = 0
 
@@ -127,7 +127,7 @@ class SizeBound:
         if known is not None:
             return known
         table = self.table
-        direct = self._free_symbols(node)
+        direct = free_symbols(node, self._free)
         keep: set[sp.Symbol] = set()
         impure = False
         for symbol in direct:
@@ -142,34 +142,37 @@ class SizeBound:
         self._atoms[node] = made
         return made
 
-    def _free_symbols(self, expr: sp.Basic) -> frozenset:
-        """`expr.free_symbols`, memoised per node (sympy's walks the whole tree)."""
-        free = self._free
-        stack = [(expr, False)]
-        while stack:
-            node, ready = stack.pop()
-            key = id(node)
-            if key in free:
-                continue
-            if node.is_Atom or isinstance(node, _BINDING):
-                free[key] = frozenset(node.free_symbols)
-            elif ready:
-                free[key] = frozenset().union(*(free[id(child)] for child in node.args))
-            else:
-                stack.append((node, True))
-                stack.extend((child, False) for child in node.args if id(child) not in free)
-        return free[id(expr)]
-
 
 # ---------------------------------------------------------------------------------------------
 # Replacement on the expression graph: each shared sub-expression is rebuilt once.
 
-def replace_all(expr: sp.Basic, mapping: dict, memo: dict | None = None) -> sp.Basic:
-    """`expr.xreplace(mapping)` (simultaneous, nodes rebuilt and evaluated), visiting each shared
-    sub-expression once instead of once per occurrence in the tree."""
+def free_symbols(expr: sp.Basic, memo: dict) -> frozenset:
+    """`expr.free_symbols`, each shared sub-expression visited once (sympy's walks the tree).
+    `memo` maps `id(node)` to `(node, symbols)` (the node is kept so that its id stays its own)."""
+    stack = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        key = id(node)
+        if key in memo:
+            continue
+        if node.is_Atom or isinstance(node, _BINDING):
+            memo[key] = (node, frozenset(node.free_symbols))
+        elif ready:
+            memo[key] = (node, frozenset().union(*(memo[id(child)][1] for child in node.args)))
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.args if id(child) not in memo)
+    return memo[id(expr)][1]
+
+
+def replace_all(expr: sp.Basic, mapping: dict, free: dict | None = None) -> sp.Basic:
+    """`expr.xreplace(mapping)` for a mapping of symbols (simultaneous, nodes rebuilt and
+    evaluated), each shared sub-expression visited once instead of once per occurrence in the
+    tree; with `free` (a memo of `free_symbols`), parts without those symbols are not entered."""
     if not mapping:
         return expr
-    memo = {} if memo is None else memo
+    keys = frozenset(mapping)
+    memo: dict[int, tuple] = {}
     stack = [(expr, False)]
     while stack:
         node, ready = stack.pop()
@@ -178,8 +181,10 @@ def replace_all(expr: sp.Basic, mapping: dict, memo: dict | None = None) -> sp.B
             continue
         if node in mapping:
             memo[key] = (node, mapping[node])
-        elif not node.args or isinstance(node, _BINDING):
-            memo[key] = (node, node.xreplace(mapping) if node.args else node)
+        elif not node.args or (free is not None and not keys & free_symbols(node, free)):
+            memo[key] = (node, node)
+        elif isinstance(node, _BINDING):
+            memo[key] = (node, node.xreplace(mapping))
         elif ready:
             args = tuple(memo[id(child)][1] for child in node.args)
             unchanged = all(new is old for new, old in zip(args, node.args))
@@ -193,9 +198,11 @@ def replace_all(expr: sp.Basic, mapping: dict, memo: dict | None = None) -> sp.B
 def substitute_in_order(expr: sp.Basic, mapping: dict) -> sp.Basic:
     """`expr.subs(mapping)` for a mapping of symbols, computed on the graph: sympy substitutes
     the symbols of a dict one after the other (in `default_sort_key` order, so a symbol met in
-    the replacement of an earlier one is replaced too), each a walk of the whole tree."""
+    the replacement of an earlier one is replaced too), each a walk of the whole tree; here each
+    walk enters only the parts that hold its symbol."""
     from sympy.core.sorting import default_sort_key
 
+    free: dict[int, tuple] = {}
     for symbol in sorted(mapping, key=default_sort_key):
-        expr = replace_all(expr, {symbol: mapping[symbol]})
+        expr = replace_all(expr, {symbol: mapping[symbol]}, free)
     return expr
