@@ -14,7 +14,7 @@ of findings, and whether the CPU time is within the target (`TARGET_SECONDS`). T
 is a warm-up (imports of libcst and sympy) and is not shown. Exit status 1 if an input missed
 the target or was not analysed to the end.
 
-To time an older checkout, run this script with `PYTHONPATH=/path/to/that/checkout`.
+`--checkout PATH` times the kllint of another checkout (e.g. one from before the change).
 """
 from __future__ import annotations
 
@@ -66,9 +66,9 @@ INPUTS = {
 }
 
 
-def measure(keys: list[str]) -> list[dict]:
-    """Check each input in a fresh folder; one row per input."""
-    sys.path.insert(0, str(ROOT))
+def measure(keys: list[str], checkout: Path = ROOT) -> list[dict]:
+    """Check each input in a fresh folder with the kllint of `checkout`; one row per input."""
+    sys.path.insert(0, str(checkout))
     from kllint.api import check_paths
     from kllint.config import Settings
 
@@ -107,9 +107,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--only", help="comma-separated input keys: " + ", ".join(INPUTS))
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the kllint checkout to time (default: this one)")
     options = parser.parse_args()
     keys = [k for k in INPUTS if not options.only or k in options.only.split(",")]
-    rows = measure(keys)
+    rows = measure(keys, options.checkout.resolve())
     print(json.dumps(rows, indent=2) if options.json else table(rows))
     return 0 if all(row["ok"] for row in rows) else 1
 

@@ -17,7 +17,11 @@ on (purity, roles, whether it carries the policy's gradient, detaching by substi
 KL terms in it, as any unknown function does (in a nonlinear place); it loses its value, so it is
 never an estimator and its gradient coefficient is unknown. The outer structure (the sums and
 products through which a KL term reaches the loss linearly) is kept. Real code stays far below
-the bound: the largest value over the fixtures and four trainer releases has about 200 nodes.
+the bounds: over the fixtures and 27 trainer releases the largest value has about 100 nodes as a
+tree and 860 through its reductions, and nothing is ever replaced.
+
+The substitutions that expand reductions and set stop-gradients to the policy run on the graph
+as well (`substitute_in_order`, the same result as sympy's `subs`).
 """
 from __future__ import annotations
 
