@@ -97,7 +97,7 @@ INPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "deep": ("2,900 nested lambdas", _deep_nesting),
     "ifs": ("90 nested ifs", _deep_blocks),
     "segfault": ("10,000 chained `or` (libcst segfault)", _segfault),
-    "k3chain": ("20 chained k3 reassignments (time bomb)", _time_bomb),
+    "k3chain": ("20 chained k3 reassignments (a time bomb before the size bound)", _time_bomb),
     "name": ("file name not valid UTF-8", _non_utf8_name),
 }
 

@@ -15,6 +15,11 @@ pool (the file that crashes again gets an internal-error line, the others their 
 the files that were not finished go to a fresh pool. If the pool breaks before any file started
 (workers cannot start at all), the files are analysed in this process instead.
 
+A worker whose parent dies (killed with SIGKILL, so that it could not end the pool) ends too: a
+thread of each worker checks every `PARENT_POLL` seconds whether its parent process is still
+the one that started it (`os.getppid()` changes when an orphan is adopted), also in the middle
+of a long file.
+
 Test-only: the environment variable `KLLINT_TEST_CRASH_ON=<file name>[,<file name>...]` makes
 a worker exit abruptly (`os._exit`) when it reaches a file of such a name; it has no effect
 outside worker processes (`-j 1` and small runs ignore it).
@@ -25,6 +30,8 @@ import atexit
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -43,6 +50,7 @@ THRESHOLD = 8
 CHUNKS_PER_JOB = 16
 CRASH_ENV = "KLLINT_TEST_CRASH_ON"
 _STARTED, _FINISHED = 1, 2
+PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is alive
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,15 @@ def _init_worker(status: Any) -> None:
     use_analysis_thresholds()
     atexit.register(fast_exit)  # results are sent before exit; freeing the worker's index is waste
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl+C and ends the pool
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="kllint-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker as soon as its parent process is gone (nobody would read its results)."""
+    while True:
+        time.sleep(PARENT_POLL)
+        if os.getppid() != parent:
+            os._exit(1)
 
 
 def _internal_error(item: Discovered, message: str) -> "Outcome":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_hostile_files import GOOD, K3_CHAIN, ROOT, kllint
+from test_hostile_files import GOOD, ROOT, SLOW, kllint
 
 
 def _children(pid: int) -> set[int]:
@@ -44,7 +44,7 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     for index in range(10):
         (tmp_path / f"m{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
-    (tmp_path / "slow.py").write_text(K3_CHAIN)  # keeps a worker busy: no time budget
+    (tmp_path / "slow.py").write_text(SLOW)  # keeps a worker busy: no time budget
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "kllint", "check", "--no-cache", "-j", "2",
                                 "--time-budget", "0", "."], cwd=tmp_path, env=env,
@@ -69,6 +69,44 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_end_when_the_parent_is_killed(tmp_path):
+    """SIGKILL leaves the parent no chance to end the pool: the workers notice that they are
+    orphans (kllint.parallel._watch_parent) and end, also one in the middle of a long file."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    for index in range(10):
+        (tmp_path / f"m{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
+    (tmp_path / "slow.py").write_text(SLOW)
+    (tmp_path / "slow2.py").write_text(SLOW)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "kllint", "check", "--no-cache", "-j", "2",
+                                "--time-budget", "0", "."], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < 3:  # two workers and the resource tracker
+            workers = _children(process.pid)
+            time.sleep(0.5)
+        assert len(workers) >= 2, "the pool did not start"
+        time.sleep(2)
+        assert all(_alive(pid) for pid in workers)  # busy with the slow files
+        process.kill()
+        process.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+            time.sleep(0.2)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived their killed parent"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in workers if "workers" in locals() else ():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 CONFIG_ERRORS = [

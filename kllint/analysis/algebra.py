@@ -9,6 +9,7 @@ from typing import Callable
 
 import sympy as sp
 
+from kllint.analysis.bounded import SizeBound
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
     LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
@@ -18,6 +19,7 @@ from kllint.analysis.values import Anchor, Tensor, _plain
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
 COMPRESS_OPS = 40
+_UNKNOWN = object()
 
 
 def _larger_than(expr: sp.Expr, limit: int) -> bool:
@@ -38,6 +40,8 @@ class Algebra:
         self._detached: dict[sp.Symbol, sp.Symbol] = {}
         self._kl_cache: dict = {}
         self._kl_cache_size = 0
+        self.sizes = SizeBound(self.table)
+        self._estimators: dict = {}  # value -> its EstimatorMatch or None (`wrap`)
 
     # -- constructors -----------------------------------------------------------------------
     def opaque(self, name: str, positive: bool = True) -> Tensor:
@@ -109,9 +113,10 @@ class Algebra:
         estimate (by value), else `t.expr` unchanged."""
         if t.anchor is None or not self.is_kl_candidate(t):
             return t.expr
-        match = classify_value(t.expr, self.table)
-        if match is None:
-            match = self._surrogate(t.expr)
+        match = self._estimators.get(t.expr, _UNKNOWN)
+        if match is _UNKNOWN:  # a function of the value alone (reductions never change)
+            match = classify_value(t.expr, self.table) or self._surrogate(t.expr)
+            self._estimators[t.expr] = match
         if match is None:
             return t.expr
         key = (t.expr, t.anchor)
@@ -205,7 +210,7 @@ class Algebra:
         """An elementwise function; a pure operand stays pure with the anchor moved here."""
         pure = self.table.is_pure(t.expr) and self.has_roles(t.expr)
         try:
-            expr = fn(t.expr if pure else self.wrap(t))
+            expr = self.bound(fn(t.expr if pure else self.wrap(t)))
         except (TypeError, ValueError, ZeroDivisionError):
             expr = self.table.fresh("f", real=True)
         if pure and not keep_anchor:
@@ -244,7 +249,7 @@ class Algebra:
         pure_b = self.table.is_pure(b.expr)
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
         if pure_a and pure_b and (roles_a or roles_b) and not self._weighted_detached_estimate(op, a, b):
-            expr = self._apply(op, a.expr, b.expr)
+            expr = self.bound(self._apply(op, a.expr, b.expr))
             if op in "*/" and (roles_a != roles_b) and (b.anchor is None if roles_a else a.anchor is None):
                 # scaling by a number keeps the estimate where it was formed
                 kept = a if roles_a else b
@@ -257,7 +262,7 @@ class Algebra:
         if op in "+-":
             self.mark_entry(left, right, anchor)
             self.mark_entry(right, left, anchor)
-        expr = self.compress(self._apply(op, left, right))
+        expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
 
@@ -287,6 +292,11 @@ class Algebra:
             return self.table.fresh("t", positive=True)
         return sp.Function("term")(*roles)
 
+    def bound(self, expr: sp.Expr) -> sp.Expr:
+        """`expr`, with its innermost parts made opaque if it is too large to analyse in
+        polynomial time (`kllint.analysis.bounded`)."""
+        return self.sizes.bound(expr, self.kl_symbols)
+
     @staticmethod
     def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:
         try:
@@ -306,4 +316,4 @@ class Algebra:
         if not exprs:
             return self.opaque(name)
         safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
-        return Tensor(sp.Function(f"call_{safe}")(*exprs))
+        return Tensor(self.bound(sp.Function(f"call_{safe}")(*exprs)))

@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
+from kllint.analysis.bounded import substitute_in_order
+
 LP = sp.Symbol("logp", real=True)
 LPD = sp.Symbol("logp_detached", real=True)
 REF = sp.Symbol("ref", real=True)
 OLD = sp.Symbol("old", real=True)
 ROLE_SYMBOLS = frozenset({LP, LPD, REF, OLD})
 LOGRATIO = LP - REF
+ON_POLICY = {LPD: LP, OLD: LP}  # stop-gradients and the rollout policy equal the policy on-policy
 
 
 _FREE: dict[sp.Basic, frozenset] = {}
@@ -72,6 +75,7 @@ class SymbolTable:
     _by_inner: dict = field(default_factory=dict)
     _roles: dict = field(default_factory=dict)
     _pure: dict = field(default_factory=dict)
+    _expanded: dict = field(default_factory=dict)
 
     def fresh(self, stem: str, **assumptions: bool) -> sp.Symbol:
         self.counter += 1
@@ -93,13 +97,18 @@ class SymbolTable:
         return symbol in self.reductions
 
     def expand_reductions(self, expr: sp.Expr) -> sp.Expr:
-        """Replace each reduction symbol by its inner expression (per-token view of the value)."""
-        for _ in range(8):
-            present = [s for s in symbols_of(expr) if s in self.reductions]
-            if not present:
-                break
-            expr = expr.subs({s: self.reductions[s].inner for s in present})
-        return expr
+        """Replace each reduction symbol by its inner expression (per-token view of the value),
+        up to 8 levels of nested reductions (memoised)."""
+        expanded = self._expanded.get(expr)
+        if expanded is None:
+            expanded = expr
+            for _ in range(8):
+                present = [s for s in symbols_of(expanded) if s in self.reductions]
+                if not present:
+                    break
+                expanded = substitute_in_order(expanded, {s: self.reductions[s].inner for s in present})
+            self._expanded[expr] = expanded
+        return expanded
 
     def role_symbols(self, expr: sp.Expr) -> frozenset[sp.Symbol]:
         """Role symbols (LP, LPD, REF, OLD) in `expr`, looking through reductions (memoised)."""
@@ -310,7 +319,7 @@ class EstimatorMatch:
 def on_policy_value(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
     """The value of `expr` per token, on-policy: stop-gradients and `old` equal `logp`."""
     value = strip_clamps(table.expand_reductions(expr))
-    return value.subs({LPD: LP, OLD: LP})
+    return substitute_in_order(value, ON_POLICY)
 
 
 def classify_value(expr: sp.Expr, table: SymbolTable) -> EstimatorMatch | None:
@@ -352,13 +361,17 @@ class Coefficient:
     level: str = "token"
 
 
-def _derivative(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
+def _derivative(expr: sp.Expr, table: SymbolTable, memo: dict | None = None) -> sp.Expr:
     """d expr / d logp_t, with reductions differentiated by the chain rule (their inner value
-    at token t). The result may contain reduction symbols."""
+    at token t). The result may contain reduction symbols. `memo`: the derivatives of the inner
+    expressions of reductions already taken (nested reductions share them)."""
+    memo = {} if memo is None else memo
     direct = sp.diff(expr, LP)
     total = direct
     for reduction in table.reductions_in(expr):
-        inner_grad = _derivative(reduction.inner, table)
+        inner_grad = memo.get(reduction.symbol)
+        if inner_grad is None:
+            inner_grad = memo[reduction.symbol] = _derivative(reduction.inner, table, memo)
         if inner_grad == 0:
             continue
         total += sp.diff(expr, reduction.symbol) * inner_grad
@@ -435,7 +448,7 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
     seq_ratio = sequence_ratio(expr, table)
     grad = strip_clamps(_derivative(expr, table))
     weighted = _ratio_forms(grad) or _sequence_weight(grad, table)
-    on_policy = grad.subs({LPD: LP, OLD: LP})
+    on_policy = substitute_in_order(grad, ON_POLICY)
     unit_weights = {node: sp.Integer(1) for node in sp.preorder_traversal(on_policy)
                     if isinstance(node, sp.exp) and any(table.is_reduction(s) for s in node.args[0].free_symbols)
                     and is_zero(on_policy_value(node.args[0], table))}
