@@ -84,7 +84,7 @@ def test_full_output_shows_the_cell_line_and_the_trace_per_cell(tmp_path):
     out = kllint(["train.ipynb", "--select", "KL102"], tmp_path).stdout
     assert out.startswith("train.ipynb:cell 5:7:12: KL102 [k3-as-loss]")
     assert " 7 |     return torch.exp(log_ratio) - log_ratio - 1  # expect: KL102,KL201" in out
-    assert "train.ipynb:cell 6:9:5: differentiated by `.backward()`" in out
+    assert "train.ipynb:cell 6:9:5: backpropagated by `.backward()`" in out
 
 
 def test_json_has_cells_for_the_finding_and_its_trace(tmp_path):

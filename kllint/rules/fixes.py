@@ -20,13 +20,6 @@ if TYPE_CHECKING:
 ROLE_NAMES = {"logp": "policy", "logp_detached": "policy_detached", "ref": "reference", "old": "old"}
 
 
-def token_credit_help() -> str:
-    return ("credit each token with the KL of the tokens after it: "
-            "`kl_rtg = ((logp - ref) * mask).detach().flip(-1).cumsum(-1).flip(-1)`; "
-            "`kl_loss = (logp * kl_rtg * mask)` reduced like the policy-gradient term "
-            "(or put detached k1 in the reward and compute returns with gamma = 1)")
-
-
 class _NameCollector(cst.CSTVisitor):
     """The names read by an expression (`a` of `a.b`, arguments of calls, not called names)."""
 
@@ -99,7 +92,7 @@ def _consistent(branch: tuple, anchor_conditions: tuple) -> bool:
     """Whether an assignment's branch conditions can hold together with the estimate's."""
     for name, options, negated in branch:
         for condition in anchor_conditions:
-            if condition.name != name:
+            if (condition.tested or condition.name) != name:
                 continue
             theirs = frozenset(condition.options)
             if not negated and not condition.negated and not options & theirs:
