@@ -97,7 +97,7 @@ def straight_through(item: LossTerm) -> bool:
     """A term whose value is an estimate but whose gradient coefficient is the log-ratio (the
     straight-through rewrite `k2 - stopgrad(k2) + stopgrad(value)`): not the estimate it equals."""
     name = item.term.estimator.name
-    if name in ("k1", "k2", "surrogate", "analytic") or item.coefficient.kind != "reverse" or item.coefficient.weighted:
+    if name in ("k2", "surrogate", "analytic") or item.coefficient.kind != "reverse" or item.coefficient.weighted:
         return False
     return item.detached_policy
 
