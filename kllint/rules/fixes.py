@@ -348,14 +348,14 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     else:  # the log-ratio written out in the value (either sign): bound once, used by both
         variants = [log_ratio] + ([f"{reference} - {policy}"] if term.per_token else [])
         found = next((v for v in variants if rewrite.replace_subexpression(original, v, "_") != original), None)
-        if found is not None:
+        if found is not None and not found.isidentifier():
             named = rewrite.fresh_name("log_ratio", taken)
             bindings.append((named, found))
             surrogate = surrogate.replace(square, f"0.5 * {named} ** 2")
             original = rewrite.replace_subexpression(original, found, named)
     k2 = rewrite.fresh_name("k2", taken)
     estimator = term.estimator.name if term.estimator is not None else "KL"
-    comment = f"# the {estimator} value with the gradient of k2 (straight-through)"
+    comment = f"# {estimator} value, gradient of k2 (straight-through)"
     bindings.append((k2, surrogate))
     value = original
     for _ in range(2):  # on one line; else with the value bound too, wrapped if it still does not fit

@@ -191,9 +191,28 @@ ESTIMATOR_MENTION = re.compile(r"\bk[123]\b|low[\s_-]?var|schulman|\bmse\b|\babs
 _DIRECTIVE = re.compile(r"\bnoqa\b|\bkllint\s*:|\btype:\s*ignore|\bpragma\b|\bfmt:", re.IGNORECASE)
 
 
+def _parts(comment: str) -> list[str]:
+    """`# a  # noqa: X` as ["# a", "# noqa: X"]: the comments written one after the other."""
+    return [part for part in re.split(r"\s+(?=#)", comment.strip()) if part]
+
+
 def stale(comment: str) -> bool:
-    """Whether a comment speaks of the estimator (and is not a tool directive, kept as it is)."""
-    return bool(comment) and bool(ESTIMATOR_MENTION.search(comment)) and not _DIRECTIVE.search(comment)
+    """Whether a comment speaks of the estimator (a part of it that is not a tool directive)."""
+    return any(ESTIMATOR_MENTION.search(part) and not _DIRECTIVE.search(part) for part in _parts(comment))
+
+
+def refreshed(comment: str, new: str) -> str:
+    """`comment` with its parts that speak of the estimator replaced by `new` (once; dropped
+    when `new` is empty); directives and other parts are kept in place."""
+    out, placed = [], False
+    for part in _parts(comment):
+        if ESTIMATOR_MENTION.search(part) and not _DIRECTIVE.search(part):
+            if new and not placed:
+                out.append(new)
+            placed = True
+        else:
+            out.append(part)
+    return "  ".join(out)
 
 
 def with_comment(line: str, comment: str) -> str:
@@ -249,7 +268,7 @@ def rewrite_statement(module: ModuleInfo, statement: Statement, span: Span, new:
     value_head = _value_head(module, statement.node)
     trailing = statement.comment
     if comment is not None and stale(trailing):
-        trailing = "" if comment_done else comment
+        trailing = refreshed(trailing, "" if comment_done else comment)
     if value_head is not None and _same_place(module, value_head[0], span):
         body = fit(indent, value_head[1], new, "", limit_for_fit, unit)
         body[-1] = with_comment(body[-1], trailing)
