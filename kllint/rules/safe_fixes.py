@@ -144,7 +144,10 @@ def clamp_fix(anchor: Anchor, ctx: "RuleContext") -> Fix:
     if exp is None or any(a.star for a in args):
         return display
     x, exp_func = exp
-    jax_numpy = _alias(module, "jax.numpy")
+    from kllint.analysis.autograd import Framework
+    from kllint.rules.wording import framework_at
+
+    jax_numpy = _alias(module, "jax.numpy") if framework_at(anchor) is Framework.JAX else None
     bounds = _bounds(name, args)
     if bounds is None:
         return display
