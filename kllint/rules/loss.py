@@ -13,7 +13,7 @@ from kllint.analysis.symbolic import LPD, OLD, Coefficient, classify_coefficient
 from kllint.diagnostics import Estimate, Fix
 from kllint.rules import wording
 from kllint.rules.base import RuleContext, estimator_words, occurrences
-from kllint.rules.fixes import loss_rewrite
+from kllint.rules.kl_fixes import loss_rewrite
 from kllint.rules.trace import loss_trace
 
 

@@ -8,7 +8,8 @@ from kllint.analysis.symbolic import LP, ROLE_SYMBOLS
 from kllint.diagnostics import Fix
 from kllint.rules import wording
 from kllint.rules.base import RuleContext, estimator_words, occurrences
-from kllint.rules.fixes import estimate_for, reward_rewrite
+from kllint.rules.fixes import estimate_for
+from kllint.rules.kl_fixes import reward_rewrite
 from kllint.rules.trace import reward_trace
 
 
