@@ -93,6 +93,23 @@ def default_mode_loss(logp, ref, mask, kl_loss_type="low_var_kl"):
     return (est * mask).sum() / mask.sum()
 '''
 
+ITERATIONS = '''import torch
+
+
+class Trainer:
+    def __init__(self, ppo_updates, beta):
+        self.ppo_updates = ppo_updates
+        self.beta = beta
+
+    def compute_loss(self, logp, batch):
+        behaviour = batch["old_logp"] if self.ppo_updates > 1 else logp.detach()
+        weight = torch.exp(logp - behaviour)
+        ref = batch["ref_logp"]
+        kl = torch.exp(ref - logp) - (ref - logp) - 1
+        per_token = -weight * batch["adv"].unsqueeze(-1) + self.beta * kl
+        return (per_token * batch["mask"]).sum() / batch["mask"].sum()
+'''
+
 JAX_LOSS = '''"""A JAX GRPO loss; the PyTorch trainer it replaces used `.detach()` and torch.flip."""
 import jax
 import jax.numpy as jnp
@@ -209,6 +226,15 @@ def test_attribute_configs_defaults_and_the_loop_of_updates_are_named(tmp_path):
         ("train.py", 23, "reduced over tokens by `.mean()`; added to the loss"),
         ("train.py", 25, "backpropagated by `.backward()`"),
     ]
+
+
+def test_the_configuration_that_brings_in_the_rollout_logprobs_is_named(tmp_path):
+    found = _findings(tmp_path, {"trainer.py": ITERATIONS}, "trainer.py")
+    off_policy = next(d for d in found if d.code == "KL401")
+    assert off_policy.message == (
+        "k3 (exp(ref - logp) - (ref - logp) - 1) is a loss on samples from the rollout policy (the same loss uses "
+        "the rollout log-probs `batch[\"old_logp\"]` when `self.ppo_updates > 1`) without the importance weight "
+        "pi/pi_old: biased gradient")
 
 
 def test_jax_findings_get_jax_help_whatever_the_words_in_the_file(tmp_path):

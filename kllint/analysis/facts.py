@@ -103,6 +103,19 @@ class CallFact:
 
 
 @dataclass(frozen=True)
+class BranchChoice:
+    """`a if test else b` whose test the analysis cannot decide (`self.num_iterations > 1`),
+    where one branch reads the rollout policy's log-probs and the other does not: `test` and
+    that branch (`source`) as written; `when_true`: it is the branch taken when `test` holds."""
+
+    anchor: Anchor
+    test: str
+    when_true: bool
+    source: str
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass(frozen=True)
 class Abandoned:
     """A function whose analysis stopped before its end, or a call the analysis did not follow
     with log-probs or KL terms among its arguments: a finding on that path may be missing.

@@ -22,7 +22,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
+from kllint.analysis.facts import Abandoned, BranchChoice, LossFact, RewardFact, SinkKind
 from kllint.analysis.fields import FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
@@ -1321,7 +1321,22 @@ class Interpreter:
             return self.eval(node.body, frame)
         if decision is False:
             return self.eval(node.orelse, frame)
-        return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+        then, other = self.eval(node.body, frame), self.eval(node.orelse, frame)
+        if frame.emit:
+            self._note_choice(node, then, other, frame)
+        return join(then, other)
+
+    def _note_choice(self, node: cst.IfExp, then: Value, other: Value, frame: Frame) -> None:
+        """Record an undecided `a if test else b` whose branches carry the rollout policy's
+        log-probs in one branch only (`BranchChoice`)."""
+        def old_in(value: Value) -> bool:
+            return any(isinstance(o, Tensor) and OLD in self.algebra.table.role_symbols(o.expr) for o in alternatives(value))
+
+        in_then, in_other = old_in(then), old_in(other)
+        if in_then != in_other:
+            source = frame.module.source
+            self.facts.append(BranchChoice(self.anchor(node, frame), source(node.test).strip(), in_then,
+                                           source(node.body if in_then else node.orelse).strip(), frame.call_stack))
 
     def eval_Lambda(self, node: cst.Lambda, frame: Frame) -> Value:
         self._closures[id(node)] = frame.env

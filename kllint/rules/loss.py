@@ -189,7 +189,7 @@ class OffPolicyWithoutWeight:
             return
         if item.coefficient.sequence_ratio or item.term.estimator.name == "reference-ratio":
             return
-        report_term(ctx, item, "KL401", off_policy_message(item), wording.importance_weight_help(framework(item)))
+        report_term(ctx, item, "KL401", off_policy_message(item, ctx), wording.importance_weight_help(framework(item)))
 
 
 class SequenceRatioOnTokenKL:
@@ -214,13 +214,19 @@ class ReferenceAsBehaviour:
                     wording.rollout_ratio_help(framework(item)))
 
 
-def off_policy_message(item: LossTerm) -> str:
-    """KL401's message, saying what makes the samples come from an older policy."""
+def off_policy_message(item: LossTerm, ctx: RuleContext) -> str:
+    """KL401's message, saying what makes the samples come from an older policy: the rollout
+    log-probs it reads (and the configuration that picks them), the loop of updates it runs in."""
     loop = f"runs once per item of `{item.fact.epoch_loop}`, several updates per batch"
+    old = "the rollout log-probs"
+    places = {(a.path, a.function) for a in (item.term.anchor, item.term.entry, item.fact.sink) if a is not None}
+    choice = next((c for c in ctx.choices if (c.anchor.path, c.anchor.function) in places), None)
+    if choice is not None:
+        old += f" `{choice.source}` when {'' if choice.when_true else 'not '}`{choice.test}`"
     if item.uses_old and item.fact.epoch_loop:
-        why = f"the same loss uses the rollout log-probs and {loop}"
+        why = f"the same loss uses {old} and {loop}"
     elif item.uses_old:
-        why = "the same loss uses the rollout log-probs"
+        why = f"the same loss uses {old}"
     else:
         why = f"the loss {loop}"
     return ("{subject} is a loss on samples from the rollout policy (" + why
