@@ -9,33 +9,19 @@ import pytest
 from kllint.analysis import interpreter
 from kllint.analysis.checker import check_source
 
-CHAIN = '''import torch
+def _chain(levels: int) -> str:
+    """`compute_loss` -> level1 -> ... -> level<levels>, which builds k3."""
+    parts = ["import torch\n\n\n", f"def level{levels}(logp, ref):\n",
+             "    return torch.exp(ref - logp) - (ref - logp) - 1\n\n\n"]
+    for i in range(levels - 1, 0, -1):
+        parts.append(f"def level{i}(logp, ref):\n    return level{i + 1}(logp, ref)\n\n\n")
+    parts.append("def compute_loss(logp, ref_logp, mask):\n    kl = level1(logp, ref_logp)\n"
+                 "    return (kl * mask).sum() / mask.sum()\n")
+    return "".join(parts)
 
 
-def level5(logp, ref):
-    return torch.exp(ref - logp) - (ref - logp) - 1
-
-
-def level4(logp, ref):
-    return level5(logp, ref)
-
-
-def level3(logp, ref):
-    return level4(logp, ref)
-
-
-def level2(logp, ref):
-    return level3(logp, ref)
-
-
-def level1(logp, ref):
-    return level2(logp, ref)
-
-
-def compute_loss(logp, ref_logp, mask):
-    kl = level1(logp, ref_logp)
-    return (kl * mask).sum() / mask.sum()
-'''
+# one level deeper than the interpreter follows
+CHAIN = _chain(interpreter.MAX_DEPTH + 1)
 
 LONG = '''import torch
 
@@ -54,7 +40,7 @@ def _notes(text: str) -> tuple[list[str], list[str]]:
 
 def test_a_call_cut_by_the_depth_limit_with_log_probs_is_reported() -> None:
     _, notes = _notes(CHAIN)
-    assert any("`level5` not followed (call depth limit" in note for note in notes), notes
+    assert any(f"`level{interpreter.MAX_DEPTH + 1}` not followed (call depth limit" in note for note in notes), notes
     assert all(note.startswith("train.py:") for note in notes)
 
 

@@ -185,3 +185,87 @@ def test_findings_of_another_module_are_reported_there_unless_this_call_supplies
     assert ("trainer.py", "KL302", 13) in found
     assert not any(name == "callers.py" and line == 5 for name, _, line in found)
     assert ("callers.py", "KL201", 11) in found
+
+
+# One estimate reached through two call sites of its helper (a local and a remote rollout path)
+# is one finding, and both call sites are trace steps of it.
+TWO_ROLLOUT_PATHS = '''import torch
+
+
+def penalty(logp, ref_logp, mode):
+    if mode == "k3":
+        gap = ref_logp - logp
+        return gap.exp() - gap - 1
+    return logp - ref_logp
+
+
+def rewards_for(kl, scores, beta):
+    rewards = -beta * kl
+    rewards[:, -1] += scores
+    return rewards
+
+
+class Rollouts:
+    def local(self, policy, ref_model, ids, scores, cfg):
+        with torch.no_grad():
+            logp = policy(ids).log_softmax(-1)
+            ref_logp = ref_model(ids).log_softmax(-1)
+            kl = penalty(logp, ref_logp, cfg.kl_mode)
+        return rewards_for(kl, scores, cfg.beta)
+
+    def remote(self, policy, ref_model, ids, scores, cfg):
+        with torch.no_grad():
+            logp = policy(ids).log_softmax(-1)
+            ref_logp = ref_model(ids).log_softmax(-1)
+            kl = penalty(logp, ref_logp, cfg.kl_mode)
+        return rewards_for(kl, scores, cfg.beta)
+'''
+
+
+def test_each_call_site_of_a_shared_estimate_is_a_trace_step() -> None:
+    found = [d for d in check_source(TWO_ROLLOUT_PATHS, "rollouts.py") if d.code == "KL302"]
+    assert len(found) == 1
+    lines = {step.line for step in found[0].trace}
+    assert {22, 29} <= lines, found[0].trace
+
+
+# Several estimators merged into one finding at the same place: each keeps the step where it
+# is formed, so a straight-through option is visible next to the plain ones.
+MERGED_OPTIONS = '''import torch
+
+
+def penalty(logp, ref_logp, mode):
+    if mode == "k2":
+        return 0.5 * (logp - ref_logp) ** 2
+    if mode == "k3":
+        gap = ref_logp - logp
+        return gap.exp() - gap - 1
+    surrogate = 0.5 * (logp - ref_logp) ** 2
+    return surrogate - surrogate.detach() + (logp - ref_logp).detach()
+'''
+
+MERGED_CALLER = '''import torch
+
+from helpers import penalty
+
+
+def loss_fn(policy, ref_model, ids, mask, cfg):
+    logp = policy(ids).log_softmax(-1)
+    with torch.no_grad():
+        ref_logp = ref_model(ids).log_softmax(-1)
+    kl = penalty(logp, ref_logp, cfg.mode)
+    loss = (kl * mask).sum() / mask.sum()
+    loss.backward()
+'''
+
+
+def test_each_merged_estimator_keeps_its_step(tmp_path) -> None:
+    (tmp_path / "helpers.py").write_text(MERGED_OPTIONS)
+    caller = tmp_path / "train.py"
+    caller.write_text(MERGED_CALLER)
+    from kllint.analysis.checker import check_source as check_module
+
+    found = [d for d in check_module(MERGED_CALLER, "train.py", caller) if d.code == "KL201"]
+    assert len(found) == 1
+    lines = {step.line for step in found[0].trace if step.path.endswith("helpers.py")}
+    assert {6, 9, 11} <= lines, found[0].trace

@@ -122,6 +122,11 @@ class Algebra:
             per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
             self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token,
                                          assumed=t.assumed, reduced=t.reduced)
+        else:
+            term = self.kterms[symbol]
+            if t.call_sites != term.call_sites and t.call_sites not in term.other_call_sites \
+                    and len(term.other_call_sites) < 8:
+                term.other_call_sites.append(t.call_sites)
         return symbol
 
     def _surrogate(self, expr: sp.Expr) -> EstimatorMatch | None:

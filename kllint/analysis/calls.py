@@ -16,7 +16,7 @@ from kllint.analysis.autograd import frozen_networks, records_gradients, without
 from kllint.analysis.facts import CallFact, ClampFact, SinkKind
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Literal, Mapping, Model, ModuleRef, Partial,
+    Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
@@ -39,6 +39,8 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return vocabulary
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
+    if isinstance(func, Keyed):
+        return it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
@@ -291,6 +293,9 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
         if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
                 and isinstance(args[-1 if name == "full" else 0], Literal):
             return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
+        if name in fw.BUFFERS:
+            # a preallocated buffer holds what is written into it later, whatever it is named
+            return it.algebra.opaque(name).with_(kind="buffer")
         return it.algebra.opaque(name)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]
@@ -304,7 +309,7 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
             return x
         if y_roles and not x_roles:
             return y
-        return it.algebra.opaque_call("where", [it.as_tensor(x), it.as_tensor(y)])
+        return _piecewise(it, "where", x, y)
     if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
         return it.arith(fw.MULTI_ARG_ARITH[name], args[0], args[1], node, frame)
     if name in fw.PAIRWISE_CLAMPS and len(args) >= 2:
@@ -312,16 +317,26 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
             return clamp(it, args[0], node, frame)
         if _is_constant(args[0]):
             return clamp(it, args[1], node, frame)
-        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+        return _piecewise(it, name, args[0], args[1])
     if name in ("max", "min") and len(args) >= 2 and not _is_int_literal(args[1]):
         if _is_constant(args[1]):
             return clamp(it, args[0], node, frame)
-        return it.algebra.opaque_call(name, [it.as_tensor(a) for a in args[:2]])
+        return _piecewise(it, name, args[0], args[1])
     if name == "pow" and len(args) >= 2:
         return it.arith("**", args[0], args[1], node, frame)
     if not args:
         return it.algebra.opaque(name)
     return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def _piecewise(it: "Interpreter", name: str, x: Value, y: Value) -> Value:
+    """Elementwise `maximum(x, y)` / `minimum` / `where(mask, x, y)` of two tensors: at every
+    element the value, and its gradient, is one of the operands (PPO's clipped surrogate
+    `max(-A * ratio, -A * clip(ratio))`), so the result is either operand. Operands that carry no
+    role keep the dependencies only."""
+    if _carries_roles(it, x) and _carries_roles(it, y):
+        return join(x, y)
+    return it.algebra.opaque_call(name, [it.as_tensor(x), it.as_tensor(y)])
 
 
 def negative_logprob(it: "Interpreter", args: list[Value], kwargs: dict[str, Value], node: cst.Call,

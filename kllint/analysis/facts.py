@@ -28,6 +28,8 @@ class KLTerm:
     per_token: bool = True
     assumed: bool = False
     reduced: Reduced | None = None  # where it (or the estimate it stands for) was first reduced
+    # the same estimate returned through other chains of calls (one root cause, several paths)
+    other_call_sites: list = field(default_factory=list)
 
 
 class SinkKind(Enum):

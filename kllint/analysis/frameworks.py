@@ -37,6 +37,7 @@ CLAMPS = frozenset({"clamp", "clip", "clamp_", "clip_", "clamp_min", "clamp_max"
 PAIRWISE_CLAMPS = frozenset({"minimum", "maximum", "fmin", "fmax"})
 CONSTANT_LIKE = frozenset({"ones_like", "zeros_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like"})
 CREATION = frozenset({"ones", "zeros", "full", "empty", "rand", "randn", "randint", "arange", "tensor", "array", "linspace", "eye", "normal", "uniform", "bernoulli", "multinomial", "categorical", "PRNGKey", "key", "split"})
+BUFFERS = frozenset({"zeros", "ones", "empty", "full"})
 EXP = frozenset({"exp", "exp_"})
 LOG = frozenset({"log", "log_"})
 NEGATIVE_LOGPROB_LOSSES = frozenset({"cross_entropy", "nll_loss"})

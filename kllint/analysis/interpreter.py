@@ -29,12 +29,12 @@ from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_me
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import KL_CONTENT, _plain
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Literal, Mapping,
+    Alts, Anchor, ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping,
     Model, ModuleRef, Partial, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
-MAX_DEPTH = 4
-MAX_STEPS = 60_000
+MAX_DEPTH = 5
+MAX_STEPS = 150_000
 MAX_COHERENT = 16
 GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
 GRAD_SECOND_ARG = re.compile(r"\s*,\s*([A-Za-z_]\w*)")  # `nn.value_and_grad(model, loss_fn)`: after the first
@@ -499,6 +499,8 @@ class Interpreter:
                 self.check_reward_sink(last, value, frame, statement)
                 if isinstance(base, cst.Name) and base.value in frame.env:
                     current = frame.env[base.value]
+                    if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
+                        value = self.detach_value(value)
                     if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
         elif isinstance(target, cst.Attribute):
@@ -532,6 +534,9 @@ class Interpreter:
                     isinstance(option, Tensor) and not self.algebra.has_roles(option.expr) and option.anchor is None
                     and not option.expr.is_number and option.kind is None)):
                 options.append(named)
+            elif isinstance(named, Tensor) and isinstance(option, Tensor) and option.kind == "buffer":
+                # a preallocated buffer: a mask by its name, but log-probs only once written
+                options.append(option if self.algebra.has_roles(named.expr) else named)
             else:
                 options.append(option)
         return join(*options)
@@ -787,9 +792,21 @@ class Interpreter:
             if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):
                 value = self.eval(constant, frame.child(module=module, env={}))
                 if isinstance(value, Mapping):
-                    return replace(value, name=name)
+                    return replace(value, name=name, items=value.items + self._registered(name, module))
                 return value
+            if name in module.registries:  # `REGISTRY = dict()` / `defaultdict(...)`, filled by decorators
+                return Mapping(self._registered(name, module), name)
         return Unknown(name)
+
+    def _registered(self, registry: str, module: ModuleInfo) -> tuple[tuple[str, Value], ...]:
+        """The definitions the module's decorators store in `registry`, by key."""
+        items = []
+        for key, definition in module.registries.get(registry, ()):
+            if definition in module.functions and module.functions.get(definition) is not None:
+                items.append((key, FunctionRef(definition, module.functions[definition], module)))
+            elif definition in module.classes:
+                items.append((key, ClassRef(definition, module.classes[definition], module)))
+        return tuple(items)
 
     def _library_constructor(self, call: cst.Call, module: ModuleInfo) -> bool:
         """`nn.KLDivLoss(...)`-like: a call of a tensor-library name (cheap and side-effect free)."""
@@ -1010,6 +1027,9 @@ class Interpreter:
         if isinstance(base, Mapping) and isinstance(key, Literal):
             item = base.get(str(key.value))
             return item if item is not None else Unknown(str(key.value))
+        if isinstance(base, Mapping) and base.items:
+            return self.keyed_entries(base, key, node.slice[0].slice.value if len(node.slice) == 1
+                                      and isinstance(node.slice[0].slice, cst.Index) else None)
         if isinstance(base, Sequence):
             if isinstance(key, Literal) and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
                 return base.items[key.value]
@@ -1032,6 +1052,20 @@ class Interpreter:
                                         detached_source=not roles.is_output_name(owner or ""))
         return Unknown()
 
+    def keyed_entries(self, mapping: Mapping, key: Value, key_node: cst.BaseExpression | None) -> Value:
+        """`mapping[key]` for a key known only at run time: every entry, a callable one under
+        the condition that the key selects it (explored option by option like a mode string)."""
+        config = next((o for o in alternatives(key) if isinstance(o, ConfigValue)), None)
+        tested = (dotted_name(key_node) if key_node is not None else None) or "key"
+        name = (config.source or config.name) if config else tested
+        default = config.default if config and isinstance(config.default, str) else None
+        keys: dict[Value, list[str]] = {}  # one option per callable, under all the keys that pick it
+        for entry, value in mapping.items:
+            for option in alternatives(value):
+                keys.setdefault(option, []).append(entry)
+        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested))
+                      if isinstance(o, (FunctionRef, Partial, ClassRef)) else o for o, entries in keys.items()))
+
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
         if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
             return _Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
@@ -1046,6 +1080,14 @@ class Interpreter:
                 items = [o.get(args[0].value) for o in alternatives(base) if isinstance(o, Mapping)]
                 if items and all(i is not None for i in items):
                     return join(*items)  # `d.get("key")` of a dict the analysis built
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and args:
+            mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name == "get"]
+            if mappings:
+                base = self.eval(node.func.value, frame.child(emit=False))
+                found = [self.keyed_entries(o, args[0], node.args[0].value) for o in alternatives(base)
+                         if isinstance(o, Mapping) and o.items]
+                if found:
+                    return join(*found)  # `REGISTRY.get(cfg.mode)`
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "set" and len(args) >= 2
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             self.output_loss_entry(args[0].value, args[1], frame, node)  # `td_out.set("loss_kl", value)`

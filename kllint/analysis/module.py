@@ -252,6 +252,7 @@ class ModuleInfo:
         self._positioned: set[int] = set()
         self._positions: dict[cst.CSTNode, Span] = {}
         self._code_digest: str | None = None
+        self._registries: dict[str, tuple[tuple[str, str], ...]] | None = None
         self._defs_index: list[tuple[Site, ast.stmt, Site]] | None = None
         self._function_at: dict[int, cst.FunctionDef | None] = {}
         self._collect(self.outline.body)
@@ -269,6 +270,16 @@ class ModuleInfo:
             if error is not None:
                 raise error
         return cls(path, display, name, text, outline, file_id=file_id)
+
+    @property
+    def registries(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Module-level dicts filled by the module's registering decorators
+        (`kllint.analysis.registries`): name -> ((key, definition), ...)."""
+        if self._registries is None:
+            from kllint.analysis.registries import registrations
+
+            self._registries = registrations(self.outline)
+        return self._registries
 
     def code_digest(self) -> str:
         """`kllint.source.code_digest` of this module (computed once)."""

@@ -135,6 +135,15 @@ class Partial:
 
 
 @dataclass(frozen=True)
+class Keyed:
+    """A callable read from a mapping by a key only known at run time (`LOSSES[cfg.mode]`):
+    calling it runs `function` under `condition` (the key takes this entry's key)."""
+
+    function: Any
+    condition: Condition
+
+
+@dataclass(frozen=True)
 class ClassRef:
     """A class defined in the project (`self` inside its methods is an `Instance`). `node` is a
     `kllint.analysis.module.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""

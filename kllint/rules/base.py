@@ -85,22 +85,27 @@ class RuleContext:
         trace = tuple(trace)
         lines = {(s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in trace}
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
-        steps = render(extra + trace)
         key = (code, primary.span)
         path = (anchor.conditions, variant, subject, fix)
         if key in self._pending:
-            self._pending[key][1].append(path)
+            _, paths, steps = self._pending[key]
+            paths.append(path)
+            # each further estimate merged into this finding keeps the step where it is formed
+            if anchor is not primary and anchor.module is not None and (anchor.path, anchor.span.line) not in {
+                    (s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in steps}:
+                steps.append(Step(anchor, f"{short_name(variant)} estimate" if variant else "the estimate"))
             return
         diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
-                                message, help, steps, fix, estimate)
-        self._pending[key] = (diagnostic, [path])
+                                message, help, (), fix, estimate)
+        self._pending[key] = (diagnostic, [path], list(extra + trace))
 
     def diagnostics(self) -> list[Diagnostic]:
         """The findings, one per code and place. The configurations that lead to one are merged
         into its message, each value named once (`when kl_loss_type is 'k3' or 'low_var_kl'`);
         when they lead to different estimators, the message says which one each gives."""
         out = []
-        for diagnostic, paths in self._pending.values():
+        for diagnostic, paths, steps in self._pending.values():
+            diagnostic = replace(diagnostic, trace=render(steps))
             fixes = {p[3] for p in paths}
             fix = diagnostic.fix
             if len(fixes) > 1 and fix is not None and fix.replacement:
@@ -201,8 +206,11 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
             # a coefficient of the score function counts only the reductions inside it: the sum
             # over tokens of `logp_t * c_t` still gives each token its own coefficient
             coefficient = not live and live_others
+            # whitening `(A - mean(A)) * rsqrt(var(A))`: a batch scale keeps A's terms affine
+            scaled = kl_factor and all(_batch_scale(a, algebra) for i, a in enumerate(node.args)
+                                       if i != index and algebra.kl_symbols(a))
             walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
-                 not kl_factor, live_here or live_others)
+                 not kl_factor, live_here or live_others, through_call=scaled)
     elif isinstance(node, sp.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
@@ -212,6 +220,31 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
         opaque = isinstance(node, AppliedUndef) and str(node.func).startswith("call_") and len(node.args) == 1
         for arg in node.args:
             walk(arg, 0, reduced, live, False, live_here, through_call=opaque)
+
+
+_SCALE_CALLS = frozenset({"call_rsqrt", "call_std", "call_var", "call_sqrt", "call_norm"})
+
+
+def _batch_scale(factor: sp.Expr, algebra: Algebra) -> bool:
+    """A positive batch statistic that scales a value: `rsqrt(var)`, `1 / (std + eps)`,
+    `1 / sum(mask)` (advantage whitening and normalisers), not a per-token function."""
+    if isinstance(factor, AppliedUndef):
+        return str(factor.func) == "call_rsqrt"
+    if isinstance(factor, sp.Pow) and factor.exp.is_number and factor.exp.is_negative:
+        base = factor.base
+        terms = base.args if isinstance(base, sp.Add) else (base,)
+        return all(t.is_number or (isinstance(t, AppliedUndef) and str(t.func) in _SCALE_CALLS)
+                   or (isinstance(t, sp.Pow) and t.exp == sp.Rational(1, 2) and _statistic(t.base, algebra))
+                   or _statistic(t, algebra) for t in terms)
+    return False
+
+
+def _statistic(expr: sp.Expr, algebra: Algebra) -> bool:
+    """A reduction (a batch sum or mean), a positive symbol (a token count) or a product of them."""
+    if isinstance(expr, sp.Symbol):
+        return algebra.table.is_reduction(expr) or bool(expr.is_positive)
+    return isinstance(expr, sp.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
+                                            for a in expr.args)
 
 
 def estimator_words(term: KLTerm) -> str:

@@ -184,6 +184,8 @@ def flow_steps(term: KLTerm, table: SymbolTable, after: Iterable[Anchor] = ()) -
         if place is not None and site.node_id == place.node_id:
             continue
         steps.append(Step(site, f"returned by `{callee(site.node)}`"))
+    for other in term.other_call_sites:  # the same estimate through other chains of calls
+        steps.extend(Step(site, f"also returned by `{callee(site.node)}`") for site in other)
     if place is not None:
         how = callee(place.node)
         if reduced.kind == "rtg":
