@@ -17,7 +17,7 @@ def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
     from kllint.rules.fixes import estimate_for
     from kllint.rules.flow import losses_with
     from kllint.rules.safe_fixes import clamp_fix
-    from kllint.rules.trace import sink_step
+    from kllint.rules.trace import Step, sink_step
     from kllint.rules.wording import clamp_first_help, framework_at
 
     if not ctx.first("KL601-clamp", (fact.anchor, fact.clamped, fact.call_stack)):
@@ -28,7 +28,8 @@ def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
     loss = reached[0]
     estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
     ctx.report("KL601", fact.anchor, CLAMP_MESSAGE, help=clamp_first_help(framework_at(fact.anchor, loss.sink)),
-               trace=(sink_step(loss),), call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink,
+               trace=(Step(fact.anchor, "exp of the log-ratio, clamped after the exponential"), sink_step(loss)),
+               call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink,
                fix=clamp_fix(fact.anchor, ctx))
 
 

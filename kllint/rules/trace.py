@@ -120,8 +120,10 @@ def formation_steps(term: KLTerm, table: SymbolTable, estimate: str | None = Non
         if key != here:
             last.pop(key, None)
             last[key] = item  # the value completed on that line
-    formed = sorted(last.values(), key=lambda f: (f.anchor.path != term.anchor.path, f.anchor.path,
-                                                  f.anchor.span.line, f.anchor.span.column))
+    # helpers first (where the log-probs are computed), then the estimate's own function; source order in each
+    home = _where(term.anchor)
+    formed = sorted(last.values(), key=lambda f: (_where(f.anchor) == home, f.anchor.path, f.anchor.span.line,
+                                                  f.anchor.span.column))
     for item in formed:
         note = describe_value(item.expr, table, seen, log_ratio)
         log_ratio = log_ratio or note.startswith("the log-ratio")
@@ -158,10 +160,16 @@ def callee(node: cst.CSTNode | None) -> str:
     return dotted_name(func) or "the helper"
 
 
+def _where(anchor: Anchor) -> tuple[str, str]:
+    """The function an anchor is in (a method is named alike whether the analysis entered it
+    directly or followed a call into it)."""
+    return anchor.path, (anchor.function or "").rsplit(".", 1)[-1]
+
+
 def _flow_functions(term: KLTerm, others: Iterable[Anchor]) -> set[tuple[str, str]]:
-    found = {(f.anchor.path, f.anchor.function) for f in term.trace}
-    found.add((term.anchor.path, term.anchor.function))
-    found.update((a.path, a.function) for a in others if a is not None)
+    found = {_where(f.anchor) for f in term.trace}
+    found.add(_where(term.anchor))
+    found.update(_where(a) for a in others if a is not None)
     return found
 
 
@@ -174,18 +182,24 @@ def flow_steps(term: KLTerm, table: SymbolTable, after: Iterable[Anchor] = ()) -
     place = None
     if reduced is not None and reduced.at:
         functions = _flow_functions(term, after)
-        # the innermost call of the reduction that happens in a function the value flows through
-        place = next((a for a in reversed(reduced.at) if (a.path, a.function) in functions), reduced.at[-1])
-        depth = reduced.at.index(place)
-        inner = {a.node_id for a in reduced.at[depth + 1:]}
-        sites = [s for s in sites if s.node_id not in inner]
+        # the innermost call of the reduction that happens in a function the value flows through;
+        # a reduction elsewhere (a metric computed from the same estimate) is not this path's
+        place = next((a for a in reversed(reduced.at) if _where(a) in functions), None)
+        if place is not None:
+            depth = reduced.at.index(place)
+            inner = {a.node_id for a in reduced.at[depth + 1:]}
+            sites = [s for s in sites if s.node_id not in inner]
     steps = []
     for site in sites:
         if place is not None and site.node_id == place.node_id:
             continue
         steps.append(Step(site, f"returned by `{callee(site.node)}`"))
+    shown = {site.node_id for site in sites} | ({place.node_id} if place is not None else set())
     for other in term.other_call_sites:  # the same estimate through other chains of calls
-        steps.extend(Step(site, f"also returned by `{callee(site.node)}`") for site in other)
+        for site in other:
+            if site.node_id not in shown:
+                shown.add(site.node_id)
+                steps.append(Step(site, f"also returned by `{callee(site.node)}`"))
     if place is not None:
         how = callee(place.node)
         if reduced.kind == "rtg":
@@ -237,7 +251,7 @@ def render(steps: Iterable[Step | TraceStep]) -> tuple[TraceStep, ...]:
             key, function, column = (step.path, step.line), (step.path, f"<step {index}>"), step.column
         else:
             span = step.anchor.span
-            key, function, column = (step.anchor.path, span.line), (step.anchor.path, step.anchor.function), span.column
+            key, function, column = (step.anchor.path, span.line), _where(step.anchor), span.column
         order.setdefault(function, len(order))
         entry = lines.get(key)
         if entry is None:
