@@ -83,11 +83,15 @@ def describe_value(expr: sp.Expr, table: SymbolTable, estimate_seen: set[str], l
     match = classify_value(expr, table)
     if match is not None:
         name = short_name(match.name)
+        # `k3 * exp(logp - old)` has the value of k3 on-policy
+        present = table.role_symbols(core)
+        ratio = len(present & {LP, LPD, OLD}) >= 2  # two of the policy's log-probs: a ratio of them
+        weighted = ratio and match.name not in ("reference-ratio", "surrogate")
+        suffix = (", times the importance ratio" if weighted else "") + (", clamped" if clamped else "")
         if match.name not in estimate_seen:
             estimate_seen.add(match.name)
-            built = f"{name} built from the log-ratio" if log_ratio_seen else f"{name} estimate"
-            return built + (", clamped" if clamped else "")
-        return f"{name}, clamped" if clamped else name
+            return (f"{name} built from the log-ratio" if log_ratio_seen else f"{name} estimate") + suffix
+        return f"{name}{suffix}" if suffix else f"{name} again"
     return "computed from the log-probs"
 
 
