@@ -182,3 +182,12 @@ def test_findings_left_after_a_rewrite_describe_the_new_code(tmp_path, monkeypat
         for line, note in notes.items():  # every step is a line of the new code, saying what it is now
             assert text[line - 1].strip() and "k1 (the log-ratio" not in note and "k3 estimate" not in note
         assert "(0.5 *" not in "\n".join(text)  # no repeated surrogate left behind
+
+
+def test_the_full_output_shows_the_lines_a_fix_writes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(PAIRS / "kl102_grpo_token_k3.py", tmp_path / "train.py")
+    out = run_cli(["check", "--no-cache", "--select", "KL102", "train.py"]).stdout
+    assert "  fix (unsafe): lines 18-19 become\n" in out
+    assert "    | log_ratio = ref_logp - logp\n    | k3 = torch.exp(log_ratio) - log_ratio - 1\n" in out
+    assert "    | kl = k2 - k2.detach() + k3.detach()  # expect: KL102,KL201\n" in out
