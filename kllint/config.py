@@ -23,8 +23,10 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 
 KNOWN_KEYS = (
     "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-    "output-format", "vocab", "respect-gitignore", "blanket-noqa", "time-budget",
+    "output-format", "vocab", "respect-gitignore", "blanket-noqa", "time-budget", "line-length",
 )
+DEFAULT_LINE_LENGTH = 88  # as Ruff and Black
+MAX_LINE_LENGTH = 320  # as Ruff
 DEFAULT_TIME_BUDGET = 60.0  # CPU s; the heaviest real trainer file (verl dp_actor.py) takes ~7-20 s
 OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
 CONFIG_NAMES = ("kllint.toml", "pyproject.toml")
@@ -60,6 +62,7 @@ class Settings:
     blanket_noqa: bool = False
     vocab: Vocab = field(default_factory=Vocab)
     time_budget: float = DEFAULT_TIME_BUDGET
+    line_length: int = DEFAULT_LINE_LENGTH  # the longest line a fix writes
     source: Path | None = None
 
     @property
@@ -157,6 +160,8 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < 1e9:
             raise ConfigError(f"{where}: `time-budget` must be a number of seconds (0: no limit), not {budget!r}")
         changes["time_budget"] = float(budget)
+    if "line-length" in table:
+        changes["line_length"] = _line_length(table["line-length"], f"{where}: `line-length`")
     if "output-format" in table:
         fmt = table["output-format"]
         if fmt not in OUTPUT_FORMATS:
@@ -184,6 +189,23 @@ def parse_table(table: dict[str, Any], where: str, base: Settings | None = None)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return settings
+
+
+def _line_length(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LINE_LENGTH:
+        raise ConfigError(f"{what} must be a whole number of characters from 1 to {MAX_LINE_LENGTH}, not {value!r}")
+    return value
+
+
+def _formatter_line_length(tool: dict[str, Any]) -> int | None:
+    """`line-length` of `[tool.ruff]` or `[tool.black]` in the same pyproject.toml (the file's
+    style when `[tool.kllint]` does not set one); None when neither sets a valid one."""
+    for name in ("ruff", "black"):
+        table = tool.get(name)
+        value = table.get("line-length") if isinstance(table, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LINE_LENGTH:
+            return value
+    return None
 
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -215,6 +237,10 @@ def load_file(path: Path, base: Settings | None = None) -> Settings | None:
         table = tool.get("kllint")
         if table is None:
             return None
+        if isinstance(table, dict) and "line-length" not in table:
+            inherited = _formatter_line_length(tool)
+            if inherited is not None:
+                base = replace(base or Settings(), line_length=inherited)
     settings = parse_table(table, str(path), base)
     return replace(settings, source=path)
 

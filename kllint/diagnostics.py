@@ -50,7 +50,10 @@ class TraceStep:
 
 @dataclass(frozen=True)
 class Fix:
-    """A suggested rewrite of the diagnostic's primary span.
+    """A suggested rewrite: `replacement` is the new text of the diagnostic's primary span. A fix
+    that rewrites more than that span (whole lines around it: a name bound on the line before, a
+    statement wrapped in a `with` block, a stale comment replaced) also has `span`, the region
+    it replaces, and `content`, the region's new text (which holds the replacement).
 
     `applicability` follows Ruff: `safe` keeps gradient and value, `unsafe` changes the
     training gradient on purpose, `display-only` needs a human choice.
@@ -59,12 +62,19 @@ class Fix:
     applicability: Applicability
     description: str
     replacement: str | None = None
+    span: Span | None = None
+    content: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        region = None
+        if self.span is not None:
+            region = {"line": self.span.line, "column": self.span.column,
+                      "end_line": self.span.end_line, "end_column": self.span.end_column, "content": self.content}
         return {
             "applicability": self.applicability,
             "description": self.description,
             "replacement": self.replacement,
+            "region": region,
         }
 
 

@@ -51,6 +51,20 @@ def is_applicable(diagnostic: Diagnostic, unsafe: bool = False) -> bool:
     return fix.applicability == "safe" or (unsafe and fix.applicability == "unsafe")
 
 
+def fix_region(diagnostic: Diagnostic) -> Span:
+    """The region a diagnostic's fix replaces: its own region, or the primary span."""
+    fix = diagnostic.fix
+    return fix.span if fix is not None and fix.span is not None else diagnostic.span
+
+
+def fix_text_of(diagnostic: Diagnostic) -> str | None:
+    """The new text of the region `fix_region` gives."""
+    fix = diagnostic.fix
+    if fix is None:
+        return None
+    return fix.content if fix.span is not None and fix.content is not None else fix.replacement
+
+
 def line_ending(text: str) -> str:
     """The line ending a file uses: CRLF, CR or LF (LF when there is no line break)."""
     match = _LINE_BREAK.search(text)
@@ -110,13 +124,13 @@ def apply_fixes(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[tup
     eol = line_ending(text)
     chosen: list[tuple[int, int, str, Diagnostic]] = []
     for diagnostic in sorted(diagnostics, key=lambda d: d.sort_key):
-        offsets = span_offsets(text, diagnostic.span)
+        offsets = span_offsets(text, fix_region(diagnostic))
         if offsets is None or diagnostic.fix is None or diagnostic.fix.replacement is None:
             continue
         start, end = offsets
         if any(start < c_end and c_start < end or start == c_start for c_start, c_end, _, _ in chosen):
             continue
-        replacement = _LINE_BREAK.sub(eol, diagnostic.fix.replacement)
+        replacement = _LINE_BREAK.sub(eol, fix_text_of(diagnostic))
         chosen.append((start, end, replacement, diagnostic))
     chosen.sort(key=lambda item: item[0])
     pieces: list[str] = []

@@ -120,15 +120,28 @@ class _Budget(AnalysisStopped):
 WALL_FACTOR = 10.0
 
 
-def _cpu_seconds(thread: threading.Thread) -> float | None:
-    """CPU time the thread has used (None where the platform cannot tell)."""
+def _own_clock() -> int | None:
+    """The CPU-time clock of the calling thread (None where the platform has none). Read by the
+    thread itself: `pthread_getcpuclockid` of another thread that has just ended reads freed
+    memory (a crash), whereas `clock_gettime` of an ended thread's clock is only an error."""
     try:
-        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))  # type: ignore[arg-type]
+        return time.pthread_getcpuclockid(threading.get_ident())
     except (AttributeError, OSError, OverflowError, TypeError):
         return None
 
 
-def _wait(thread: threading.Thread, budget: float | None) -> None:
+def _cpu_seconds(clock: int | None) -> float | None:
+    """CPU time used on `clock` (None where the platform cannot tell, or the thread has ended)."""
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime(clock)
+    except (AttributeError, OSError, OverflowError, TypeError):
+        return None
+
+
+def _wait(thread: threading.Thread, budget: float | None, ready: threading.Event | None = None,
+          outcome: dict[str, Any] | None = None) -> None:
     """Wait for `thread` until it ends or has used `budget` seconds of CPU time (a loaded
     machine must not stop analyses that are merely slowed down), or a wall-clock backstop of
     `WALL_FACTOR` times the budget (at least a minute) has passed."""
@@ -136,10 +149,14 @@ def _wait(thread: threading.Thread, budget: float | None) -> None:
         thread.join()
         return
     deadline = time.monotonic() + max(budget * WALL_FACTOR, 60.0)
+    if ready is not None:
+        ready.wait()  # the thread has put its own clock in `outcome`
     while thread.is_alive():
         thread.join(min(0.25, budget))
-        used = _cpu_seconds(thread)
-        if used is None:  # no per-thread clock: wall time
+        if not thread.is_alive():
+            return
+        used = _cpu_seconds((outcome or {}).get("clock"))
+        if used is None:  # no per-thread clock (or the thread just ended): wall time
             thread.join(budget)
             return
         if used >= budget or time.monotonic() >= deadline:
@@ -155,8 +172,11 @@ def call_with_limits(function: Callable[..., T], *args: Any, budget: float | Non
         AnalysisStopped: the budget ran out (the analysing thread was interrupted).
     """
     outcome: dict[str, Any] = {}
+    ready = threading.Event()
 
     def body() -> None:
+        outcome["clock"] = _own_clock()
+        ready.set()
         try:
             outcome["value"] = function(*args, **kwargs)
         except _Budget:
@@ -174,7 +194,7 @@ def call_with_limits(function: Callable[..., T], *args: Any, budget: float | Non
     thread.start()
     threading.stack_size(previous)
     try:
-        _wait(thread, budget)
+        _wait(thread, budget, ready, outcome)
     except BaseException:  # Ctrl+C, SIGTERM: stop the analysis too
         _raise_in(thread, _Budget)
         raise

@@ -66,6 +66,7 @@ def settings_text(settings: "Settings", target: str) -> str:
         f"respect-gitignore = {str(settings.respect_gitignore).lower()}",
         f"blanket-noqa = {str(settings.blanket_noqa).lower()}",
         f"time-budget = {settings.time_budget:g}",
+        f"line-length = {settings.line_length}",
     ]
     for key in ("logprob_functions", "stop_gradient_functions", "loss_sinks", "reference_names"):
         lines.append(f"vocab.{key.replace('_', '-')} = {_toml_list(getattr(settings.vocab, key))}")

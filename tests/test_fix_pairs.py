@@ -1,4 +1,5 @@
-"""Fix pairs: `fixtures/fixes/<case>.py` -> `<case>.unsafe.fixed.py` with `kllint check --fix --unsafe-fixes`.
+"""Fix pairs: `fixtures/fixes/<case>.py` -> `<case>.unsafe.fixed.py` with `kllint check --fix --unsafe-fixes`,
+or -> `<case>.safe.fixed.py` with `kllint check --fix` (the safe fixes: KL503, KL601).
 
 Both files of a pair are also exhaustive fixtures (tests/test_fixtures.py): each carries the
 `# expect:` / `# ok` annotations of what kllint reports on it. Since a fix keeps comments, the
@@ -6,15 +7,17 @@ output of the fix still carries the input's annotations; the comparison is there
 byte after removing the trailing annotation comments (`# expect: ...`, `# ok ...`) of both
 sides, and everything else (code, other comments, line endings) must be identical.
 
-For every applied fix, the rewritten KL term (the fix's replacement, with the finding's operand
-roles and setup) is run through the runtime gradient checker on the bandit (horizon 1) and must
-get the `correct` verdict.
+For every applied unsafe fix, the rewritten KL term (the fix's replacement, with the finding's
+operand roles and setup, and the names the fix binds before it) is run through the runtime
+gradient checker on the bandit (horizon 1) and must get the `correct` verdict. Safe fixes keep
+the value and the gradient; their pairs show what they write.
 """
 from __future__ import annotations
 
 import ast
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS_DIR = ROOT / "fixtures" / "fixes"
 EXTRA_CASES = extra_cases_dir()
 FIXED_SUFFIX = ".unsafe.fixed.py"
+SAFE_SUFFIX = ".safe.fixed.py"
 
 ANNOTATION_RE = re.compile(r"[ \t]*#\s*(?:expect:|ok\b)[^\r\n]*(?=\r\n|\r|\n|\Z)")
 
@@ -41,11 +45,22 @@ CASES = {
     "kl103_sequence_abs": ({"KL103"}, set(), "loss", False),
     "kl302_k3_token_reward": ({"KL302"}, set(), "reward", True),
     "kl201_display_only": (set(), {"KL201"}, "loss", False),
+    "kl102_long_line_wrapped": ({"KL102"}, {"KL201"}, "loss", False),
+    "kl102_stale_comments": ({"KL102"}, {"KL201"}, "loss", False),
+    "kl102_conditional_withheld": (set(), {"KL102", "KL201"}, "loss", False),
+    "kl302_stale_comment": ({"KL302"}, set(), "reward", True),
+    "kl503_reference_forward_no_grad": ({"KL503"}, set(), "", False),
+    "kl601_exp_then_clamp": ({"KL601"}, {"KL102", "KL201"}, "", False),
 }
+SAFE = {case for case in CASES if (PAIRS_DIR / f"{case}{SAFE_SUFFIX}").is_file()}
 
 
 def _pairs() -> list[str]:
-    return sorted(p.name[:-3] for p in PAIRS_DIR.glob("*.py") if not p.name.endswith(FIXED_SUFFIX))
+    return sorted(p.name[:-3] for p in PAIRS_DIR.glob("*.py") if not p.name.endswith((FIXED_SUFFIX, SAFE_SUFFIX)))
+
+
+def _expected(case: str) -> Path:
+    return PAIRS_DIR / f"{case}{SAFE_SUFFIX if case in SAFE else FIXED_SUFFIX}"
 
 
 def _strip_annotations(text: str) -> str:
@@ -66,7 +81,8 @@ def test_every_pair_is_complete_and_listed():
     cases = _pairs()
     assert cases, f"no fix pairs in {PAIRS_DIR}"
     for case in cases:
-        assert (PAIRS_DIR / f"{case}{FIXED_SUFFIX}").is_file(), f"{case}: missing {case}{FIXED_SUFFIX}"
+        assert _expected(case).is_file(), f"{case}: missing {case}{FIXED_SUFFIX} or {case}{SAFE_SUFFIX}"
+        assert not ((PAIRS_DIR / f"{case}{FIXED_SUFFIX}").is_file() and case in SAFE), f"{case}: two fixed files"
     assert set(cases) == set(CASES), "every pair needs an entry in CASES (and vice versa)"
 
 
@@ -80,7 +96,7 @@ def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
     assert estimate is not None, f"{diagnostic.code}: no estimate to check"
     pytest.importorskip("jax" if estimate.framework == "jax" else "torch")
     options = dict(names={name: (role if role in ROLES else "ones") for name, role in estimate.roles},
-                   setup=tuple(estimate.setup), modules=_modules(tuple(estimate.aliases)),
+                   setup=tuple(estimate.setup) + _bindings(diagnostic.fix), modules=_modules(tuple(estimate.aliases)),
                    usage=usage, reward_to_go=reward_to_go, horizon=1,
                    framework=estimate.framework)
     expression = diagnostic.fix.replacement
@@ -94,6 +110,15 @@ def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
         return check_expression(expression, granularity="per-token", **options)
 
 
+def _bindings(fix) -> tuple[str, ...]:
+    """The names a fix binds before the rewritten statement (`k2 = 0.5 * log_ratio ** 2`): the
+    statements of its region but the last, which holds the replacement."""
+    if fix.span is None:
+        return ()
+    statements = ast.parse(textwrap.dedent(fix.content)).body
+    return tuple(ast.unparse(statement) for statement in statements[:-1])
+
+
 @pytest.mark.parametrize("case", _pairs())
 def test_fix_pair(case, tmp_path, monkeypatch):
     fixed_codes, remaining_codes, usage, reward_to_go = CASES[case]
@@ -101,13 +126,16 @@ def test_fix_pair(case, tmp_path, monkeypatch):
     target = _copy(case, tmp_path)
     original = target.read_bytes()
     before = _findings(target)
-    applicable = [d for d in before if is_applicable(d, unsafe=True)]
+    safe = case in SAFE
+    applicable = [d for d in before if is_applicable(d, unsafe=not safe)]
     assert {d.code for d in applicable} == fixed_codes
+    if safe:
+        assert all(d.fix.applicability == "safe" for d in applicable)
 
-    result = run_cli(["check", "--fix", "--unsafe-fixes", "--no-cache", target.name])
+    result = run_cli(["check", "--fix", "--no-cache", target.name] + ([] if safe else ["--unsafe-fixes"]))
     assert result.exit_code == (1 if remaining_codes else 0), result.stderr
     out = target.read_bytes()
-    expected = (PAIRS_DIR / f"{case}{FIXED_SUFFIX}").read_bytes()
+    expected = _expected(case).read_bytes()
     assert _strip_annotations(out.decode("utf-8")) == _strip_annotations(expected.decode("utf-8"))
     if not fixed_codes:
         assert out == original  # display-only: the file is not touched
@@ -117,11 +145,13 @@ def test_fix_pair(case, tmp_path, monkeypatch):
     assert {d.code for d in after} == remaining_codes
     for diagnostic in applicable:
         assert not any(d.code == diagnostic.code and d.span.line == diagnostic.span.line for d in after)
+        if safe:
+            continue
         verdict = _gradcheck_fixed_term(diagnostic, usage, reward_to_go)
         assert verdict.verdict == "correct", f"{case}: {diagnostic.fix.replacement}: {verdict.summary}"
 
 
-@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0]])
+@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0] and c not in SAFE])
 def test_diff_prints_and_leaves_the_file(case, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     target = _copy(case, tmp_path)
@@ -131,10 +161,22 @@ def test_diff_prints_and_leaves_the_file(case, tmp_path, monkeypatch):
     assert result.stdout.startswith(f"--- a/{target.name}\n+++ b/{target.name}\n")
     assert "\n@@ " in result.stdout
     fixed_lines = [line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    assert fixed_lines and all("detach" in line or "stop_gradient" in line or " - ref" in line for line in fixed_lines)
+    assert fixed_lines and any("detach" in line or "stop_gradient" in line or " - ref" in line for line in fixed_lines)
+    assert not any("kl = (0.5" in line for line in fixed_lines)  # the surrogate is bound to a name, not repeated
 
 
-@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0]])
+@pytest.mark.parametrize("case", sorted(SAFE))
+def test_safe_fixes_need_no_flag_and_diff_shows_them(case, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = _copy(case, tmp_path)
+    original = target.read_bytes()
+    result = run_cli(["check", "--diff", "--no-cache", target.name])
+    assert target.read_bytes() == original and result.exit_code == 1
+    added = [line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert any("no_grad()" in line or "math.log(" in line for line in added), result.stdout
+
+
+@pytest.mark.parametrize("case", [c for c, spec in CASES.items() if spec[0] and c not in SAFE])
 def test_unsafe_fixes_need_the_flag(case, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     target = _copy(case, tmp_path)

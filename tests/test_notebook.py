@@ -84,7 +84,7 @@ def test_full_output_shows_the_cell_line_and_the_trace_per_cell(tmp_path):
     out = kllint(["train.ipynb", "--select", "KL102"], tmp_path).stdout
     assert out.startswith("train.ipynb:cell 5:7:12: KL102 [k3-as-loss]")
     assert " 7 |     return torch.exp(log_ratio) - log_ratio - 1  # expect: KL102,KL201" in out
-    assert "train.ipynb:cell 6:9:5: differentiated by `.backward()`" in out
+    assert "train.ipynb:cell 6:9:5: backpropagated by `.backward()`" in out
 
 
 def test_json_has_cells_for_the_finding_and_its_trace(tmp_path):
@@ -146,8 +146,10 @@ def test_fix_rewrites_the_cell_and_keeps_outputs_metadata_and_layout(tmp_path):
     after_text = path.read_text(encoding="utf-8")
     before, after = json.loads(before_text), json.loads(after_text)
     changed = after["cells"][3]["source"]
-    assert any(".detach())  # expect: KL102,KL201\n" in line for line in changed)
-    assert changed[0] == before["cells"][3]["source"][0] and len(changed) == len(before["cells"][3]["source"])
+    # the straight-through rewrite binds the log-ratio, the k3 value and k2 on lines of their own
+    assert "    kl = k2 - k2.detach() + k3.detach()  # expect: KL102,KL201\n" in changed
+    assert "    k2 = 0.5 * log_ratio ** 2\n" in changed
+    assert changed[0] == before["cells"][3]["source"][0] and len(changed) == len(before["cells"][3]["source"]) + 3
     for key in ("metadata", "nbformat", "nbformat_minor"):
         assert after[key] == before[key]
     for old, new in zip(before["cells"], after["cells"]):
@@ -187,7 +189,7 @@ def test_fix_of_a_cell_whose_source_is_one_string(tmp_path):
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
     kllint([path.name, "--fix", "--unsafe-fixes"], tmp_path)
     source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
-    assert isinstance(source, str) and ".detach())  # expect" in source and not source.endswith("\n")
+    assert isinstance(source, str) and "k3.detach()  # expect" in source and not source.endswith("\n")
 
 
 def test_stdin_notebook(tmp_path):
@@ -195,7 +197,7 @@ def test_stdin_notebook(tmp_path):
     proc = kllint(["-", "--stdin-filename", "nb.ipynb", "--output-format", "concise"], tmp_path, source)
     assert proc.stdout.splitlines()[0].startswith("nb.ipynb:cell 3:3:10: KL201")
     fixed = kllint(["-", "--stdin-filename", "nb.ipynb", "--fix", "--unsafe-fixes"], tmp_path, source)
-    assert ".detach())  # expect: KL102,KL201" in "".join(json.loads(fixed.stdout)["cells"][3]["source"])
+    assert "k3.detach()  # expect: KL102,KL201" in "".join(json.loads(fixed.stdout)["cells"][3]["source"])
 
 
 def test_bad_notebooks_are_kl900_and_other_languages_are_skipped(tmp_path):
@@ -287,4 +289,4 @@ def test_a_notebook_with_a_byte_order_mark_is_checked_and_fixed(tmp_path):
         (3, "KL201"), (4, "KL102"), (4, "KL201")]
     kllint([path.name, "--fix", "--unsafe-fixes"], tmp_path)
     raw = path.read_bytes()
-    assert raw.startswith(b"\xef\xbb\xbf") and b".detach())  # expect: KL102,KL201" in raw
+    assert raw.startswith(b"\xef\xbb\xbf") and b"k3.detach()  # expect: KL102,KL201" in raw

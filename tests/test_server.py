@@ -96,9 +96,12 @@ async def test_code_action_fixes_kl102_and_the_change_clears_it(client: Language
     fixes = [a for a in actions if "(KL102)" in a.title]
     assert len(fixes) == 1 and fixes[0].title.endswith("(unsafe)") and fixes[0].kind == types.CodeActionKind.QuickFix
     edits = fixes[0].edit.changes[uri]
-    assert [e.range for e in edits] == [kl102.range]
+    # the rewrite binds names on lines of its own: the edit replaces whole lines, from the stale
+    # comment above the statement to the end of the statement's line
+    assert len(edits) == 1 and edits[0].range.start == types.Position(K3_LINE - 1, 0)
+    assert edits[0].range.end.line == K3_LINE
     fixed = _apply(K3_LOSS, edits)
-    assert "(0.5 * (logp - ref_logp) ** 2 - (0.5 * (logp - ref_logp) ** 2).detach()" in fixed
+    assert "    k2 = 0.5 * log_ratio ** 2\n    kl = k2 - k2.detach() + k3.detach()  # expect: KL102,KL201\n" in fixed
     _change(client, uri, 2, fixed)
     after = await _published(client, uri)
     assert [d.code for d in after] == ["KL201"]  # KL102 cleared; the per-token credit stays

@@ -72,7 +72,7 @@ def test_fix_prints_the_fixed_source_on_stdout_and_findings_on_stderr(tmp_path):
                   K3_LOSS, tmp_path)
     # the fix pair's expected file also updates the fixture's `# expect:` comment
     assert proc.stdout.replace("# expect: KL102,KL201", "# expect: KL201") == K3_FIXED
-    assert "train.py:19:11: KL201" in proc.stderr and "KL102" not in proc.stderr
+    assert "train.py:22:10: KL201" in proc.stderr and "KL102" not in proc.stderr
     assert proc.returncode == 1  # KL201 remains
     assert (tmp_path / "train.py").read_text(encoding="utf-8") == K3_LOSS  # no file is written
 
@@ -87,7 +87,7 @@ def test_diff_with_stdin(tmp_path):
     proc = kllint(["-", "--stdin-filename", "train.py", "--diff", "--unsafe-fixes"], K3_LOSS, tmp_path)
     assert proc.returncode == 1
     assert proc.stdout.startswith("--- a/train.py\n+++ b/train.py\n")
-    assert "+    kl = (0.5 * (logp - ref_logp) ** 2" in proc.stdout
+    assert "+    k2 = 0.5 * log_ratio ** 2\n+    kl = k2 - k2.detach() + k3.detach()" in proc.stdout
 
 
 def test_force_exclude_applies_to_the_stdin_filename(tmp_path):

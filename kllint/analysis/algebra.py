@@ -14,7 +14,7 @@ from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import (
     LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
 )
-from kllint.analysis.values import Anchor, Tensor, _plain
+from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, _plain
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
@@ -126,7 +126,7 @@ class Algebra:
             self._wrapped[key] = symbol
             per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
             self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token,
-                                         assumed=t.assumed)
+                                         assumed=t.assumed, reduced=t.reduced)
         else:
             term = self.kterms[symbol]
             if t.call_sites != term.call_sites and t.call_sites not in term.other_call_sites \
@@ -196,15 +196,27 @@ class Algebra:
         term = self.kterms[symbol]
         new = self.table.fresh("K", real=True)
         self.kterms[new] = KLTerm(new, self.detach_expr(term.expr), term.estimator, term.anchor, term.trace,
-                                  term.call_sites, per_token=term.per_token)
+                                  term.call_sites, per_token=term.per_token, reduced=term.reduced)
         return new
 
-    def reduce(self, t: Tensor, kind: str = "sum") -> Tensor:
+    def reduce(self, t: Tensor, kind: str = "sum", at: tuple[Anchor, ...] | None = None) -> Tensor:
+        """`t` reduced over tokens (`sum`) or credited from the end (`rtg`). `at`, the call stack
+        ending with the reducing call, is recorded as the first reduction of the KL estimates
+        `t` carries (`Reduced`)."""
         if t.kind == "mask":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
         if t.expr.is_number:
             return t.with_(kind=None) if kind == "sum" else t
-        return t.with_(expr=self.table.reduce(t.expr, kind), kind=None, vocab=False)
+        result = t.with_(expr=self.table.reduce(t.expr, kind), kind=None, vocab=False)
+        if at:
+            event = Reduced(kind, at)
+            for symbol in symbols_of(t.expr):
+                term = self.kterms.get(symbol)
+                if term is not None and term.reduced is None:
+                    term.reduced = event
+            if t.anchor is not None and t.reduced is None and self.has_roles(t.expr):
+                result = result.with_(reduced=event)
+        return result
 
     def unary(self, t: Tensor, fn: Callable[[sp.Expr], sp.Expr], anchor: Anchor, keep_anchor: bool = False) -> Tensor:
         """An elementwise function; a pure operand stays pure with the anchor moved here."""
@@ -214,7 +226,7 @@ class Algebra:
         except (TypeError, ValueError, ZeroDivisionError):
             expr = self.table.fresh("f", real=True)
         if pure and not keep_anchor:
-            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None, call_sites=())
+            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None, call_sites=(), reduced=None)
         return t.with_(expr=expr, kind=None)
 
     def clamp(self, t: Tensor, anchor: Anchor) -> Tensor:
@@ -308,7 +320,7 @@ class Algebra:
     def _trace(t: Tensor) -> tuple:
         if t.anchor is None:
             return t.trace
-        return (t.trace + (t.anchor,))[-MAX_TRACE:]
+        return (t.trace + (Formed(t.anchor, t.expr),))[-MAX_TRACE:]
 
     def opaque_call(self, name: str, args: list[Tensor]) -> Tensor:
         """An unknown function of tensors: keeps the dependencies, not the meaning."""

@@ -9,6 +9,7 @@ uses, never from words in the file (a docstring or a comment mentioning `torch` 
 from __future__ import annotations
 
 import ast
+from enum import Enum
 from typing import Any
 
 import libcst as cst
@@ -69,6 +70,38 @@ def _uses(root: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
 
 
 _EMPTY = cst.Module(body=[])
+
+
+class Framework(Enum):
+    """The array framework a piece of code computes with."""
+
+    TORCH = "torch"
+    JAX = "jax"
+    MLX = "mlx"
+
+
+_FAMILIES = {"torch": Framework.TORCH, "mlx": Framework.MLX, "mlx_lm": Framework.MLX,
+             **{package: Framework.JAX for package in ("jax", "flax", "optax", "chex", "equinox", "haiku", "tunix")}}
+
+
+def _families(packages: set[str]) -> set[Framework]:
+    return {_FAMILIES[p] for p in packages if p in _FAMILIES}
+
+
+def framework_of(module: ModuleInfo, root: cst.CSTNode | None) -> Framework | None:
+    """The framework code of `module` running in the definition `root` computes with: the only
+    one the module imports, else the only one among the imported names the definition uses and
+    the packages it imports itself; None when that does not single one out. Decided from
+    imports and names in code, never from words in comments or strings."""
+    families = _families({_package(qualname) for qualname in module.imports.values()})
+    if len(families) == 1:
+        return families.pop()
+    if root is None:
+        return None
+    used, imported = _uses(root)
+    packages = {_package(qualname) for name, qualname in module.imports.items() if name in used} | set(imported)
+    families = _families(packages)
+    return families.pop() if len(families) == 1 else None
 
 
 def records_gradients(module: ModuleInfo, root: cst.CSTNode | None) -> bool:

@@ -13,7 +13,7 @@ from sympy.core.function import AppliedUndef
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
-from kllint.analysis.facts import CallFact, ClampFact
+from kllint.analysis.facts import CallFact, ClampFact, SinkKind
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
     Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
@@ -138,7 +138,7 @@ def vocab_call(it: "Interpreter", node: cst.Call, args: list[Value], frame: "Fra
     if name in vocab.stop_gradient_functions:
         return it.detach_value(args[0])
     if name in vocab.loss_sinks:
-        it.loss_sink(args[0], node, frame, f"differentiated by `{name}(...)` (configured loss sink)")
+        it.loss_sink(args[0], node, frame, SinkKind.CONFIGURED, dotted_name(node.func) or name)
         return Unknown(name)
     if name in vocab.logprob_functions:
         for candidate in args:
@@ -197,7 +197,7 @@ def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[s
             if isinstance(first, Sequence) and first.items:
                 first = first.items[0]
             results.append(first)
-    it.loss_sink(join(*results) if results else Unknown(), node, frame, "differentiated by `jax.grad`")
+    it.loss_sink(join(*results) if results else Unknown(), node, frame, SinkKind.GRAD_TRANSFORM, grad.transform)
     return Unknown("gradients")
 
 
@@ -223,7 +223,7 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         has_aux = bool(_literal(kwargs.get("has_aux")))
         position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
         function = args[position] if len(args) > position else Unknown()
-        return GradOf(function, has_aux or "value_and_grad" in last)
+        return GradOf(function, has_aux or "value_and_grad" in last, qualname)
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = _arg(args, kwargs, 4, "reduction")
         log_target = _arg(args, kwargs, 5, "log_target")
@@ -254,7 +254,7 @@ def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: di
         return analytic(it, args[0], args[1], node, frame)
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
         target = _arg(args, kwargs, 0, "outputs", "tensors")
-        it.loss_sink(target if target is not None else Unknown(), node, frame, f"differentiated by `{qualname}`")
+        it.loss_sink(target if target is not None else Unknown(), node, frame, SinkKind.AUTOGRAD, qualname)
         return Unknown("gradients")
     if qualname == "functools.partial" and args:
         return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
@@ -446,7 +446,7 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
         target = obj
         if args and isinstance(args[0], Tensor) and not algebra.has_roles(obj.expr):
             target = args[0]
-        it.loss_sink(target, node, frame, "differentiated by `.backward()`")
+        it.loss_sink(target, node, frame, SinkKind.BACKWARD_METHOD, "backward")
         return Unknown("backward")
     if name in fw.DETACH:
         return algebra.detach(obj)
@@ -506,9 +506,9 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
             summed = vocabulary_kl(it, obj, node, frame)
             if summed is not None:
                 return summed
-        return algebra.reduce(obj, "sum")
+        return algebra.reduce(obj, "sum", frame.call_stack + (anchor,))
     if name in fw.CUMULATIVE:
-        return algebra.reduce(obj, "rtg")
+        return algebra.reduce(obj, "rtg", frame.call_stack + (anchor,))
     if name == "logsumexp" and obj.space == "logits":
         # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
         return it.algebra.number(0).with_(kind="log_normaliser")
@@ -597,7 +597,9 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
     lowered = name.lower()
     toks = set(roles.tokens(name))
     if lowered == "backward" and args:
-        it.loss_sink(args[0], node, frame, f"differentiated by `{name}(...)`")
+        from kllint.analysis.module import dotted_name
+
+        it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, dotted_name(node.func) or name)
         return Unknown("backward")
     if lowered == "zip" and args:
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
@@ -630,9 +632,9 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
     first = it.as_tensor(tensors[0])
     if lowered in fw.REDUCTION_HELPER_TOKENS or toks & fw.REDUCTION_HELPER_TOKENS or lowered.startswith(("masked_mean", "masked_sum", "agg_loss")):
         if "whiten" not in lowered and "normalize" not in lowered:
-            return it.algebra.reduce(first, "sum")
+            return it.algebra.reduce(first, "sum", frame.call_stack + (it.anchor(node, frame),))
     if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
-        return it.algebra.reduce(first, "rtg")
+        return it.algebra.reduce(first, "rtg", frame.call_stack + (it.anchor(node, frame),))
     if {"cross", "entropy"} <= toks or "nll" in toks:
         return negative_logprob(it, args, kwargs, node, frame, reduction=_literal(kwargs.get("reduction", Literal("none"))))
     if toks & fw.SHAPE_HELPER_TOKENS:

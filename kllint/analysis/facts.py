@@ -4,11 +4,12 @@ API calls the API-pitfall rules judge. Rules turn facts into diagnostics; facts 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import sympy as sp
 
 from kllint.analysis.symbolic import EstimatorMatch
-from kllint.analysis.values import Anchor, Tensor
+from kllint.analysis.values import Anchor, Formed, Reduced, Tensor
 
 
 @dataclass
@@ -21,25 +22,40 @@ class KLTerm:
     expr: sp.Expr
     estimator: EstimatorMatch | None
     anchor: Anchor
-    trace: tuple = ()
+    trace: tuple[Formed, ...] = ()
     call_sites: tuple[Anchor, ...] = ()
     entry: Anchor | None = None  # where it was first added to another term
     per_token: bool = True
     assumed: bool = False
+    reduced: Reduced | None = None  # where it (or the estimate it stands for) was first reduced
     # the same estimate returned through other chains of calls (one root cause, several paths)
     other_call_sites: list = field(default_factory=list)
+
+
+class SinkKind(Enum):
+    """How a value is differentiated (the rules put it into words)."""
+
+    BACKWARD_METHOD = "backward-method"  # `loss.backward()`
+    BACKWARD_CALL = "backward-call"  # `accelerator.backward(loss)`, `backward(loss)`
+    AUTOGRAD = "autograd"  # `torch.autograd.grad(loss, ...)`, `torch.autograd.backward`
+    GRAD_TRANSFORM = "grad-transform"  # the function given to `jax.grad` / `jax.value_and_grad`
+    CONFIGURED = "configured"  # a call named in `vocab.loss-sinks`
+    LOSS_RETURN = "loss-return"  # returned by a loss function
+    LOSS_ENTRY = "loss-entry"  # `out["loss_kl"] = ...` in a loss function's output
 
 
 @dataclass
 class LossFact:
     """A value that is differentiated: `.backward()`, `autograd.grad`, a loss function's result,
-    the result of a function given to `jax.grad`."""
+    the result of a function given to `jax.grad`; `kind` and `name` say how."""
 
     loss: Tensor
     sink: Anchor
-    note: str
+    kind: SinkKind
+    name: str = ""  # the API, configured sink or loss function (`accelerator.backward`, `grpo_loss`)
     call_stack: tuple[Anchor, ...] = ()
-    epoch_loop: bool = False
+    epoch_loop: str = ""  # the iterable of the loop of several updates per batch it runs in (`range(ppo_epochs)`)
+    entry_key: str = ""  # for LOSS_ENTRY: the key of the output entry (`loss_kl`)
 
 
 @dataclass
@@ -86,6 +102,19 @@ class CallFact:
             if local:
                 return local[-1]
         return self.anchor
+
+
+@dataclass(frozen=True)
+class BranchChoice:
+    """`a if test else b` whose test the analysis cannot decide (`self.num_iterations > 1`),
+    where one branch reads the rollout policy's log-probs and the other does not: `test` and
+    that branch (`source`) as written; `when_true`: it is the branch taken when `test` holds."""
+
+    anchor: Anchor
+    test: str
+    when_true: bool
+    source: str
+    call_stack: tuple[Anchor, ...] = ()
 
 
 @dataclass(frozen=True)

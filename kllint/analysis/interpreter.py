@@ -22,7 +22,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.facts import Abandoned, LossFact, RewardFact
+from kllint.analysis.facts import Abandoned, BranchChoice, LossFact, RewardFact, SinkKind
 from kllint.analysis.fields import FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
@@ -86,7 +86,7 @@ class Frame:
     returns: list[Value] = field(default_factory=list)
     depth: int = 0
     emit: bool = True
-    epoch_loop: bool = False
+    epoch_loop: str = ""  # the iterable of the enclosing loop of updates over one batch (`range(ppo_epochs)`)
     class_ref: ClassRef | None = None
     call_stack: tuple[Anchor, ...] = ()
     accumulators: dict[str, Value] = field(default_factory=dict)
@@ -276,7 +276,7 @@ class Interpreter:
             first = option.items[0] if isinstance(option, Sequence) and option.items else option
             if loss_function and isinstance(first, Tensor):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
-                                           f"returned by the loss function `{name}`"))
+                                           SinkKind.LOSS_RETURN, name))
             elif sink_kind and not loss_function:
                 for item in (option.items if isinstance(option, Sequence) else (option,)):
                     if isinstance(item, Tensor):
@@ -295,9 +295,9 @@ class Interpreter:
                 if value.value is None and isinstance(self.role_from_name(name), Tensor):
                     return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)  # `ref=None`
                 if isinstance(value.value, (str, bool)) or value.value is None:
-                    return ConfigValue(name, value.value)
+                    return ConfigValue(name, value.value, name)
             elif isinstance(value, Mapping):
-                return ConfigValue(name, value)
+                return ConfigValue(name, value, name)
         return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
@@ -608,25 +608,27 @@ class Interpreter:
             right = self.eval(comparison.comparator, frame)
             operator = comparison.operator
             options = self._literal_options(right)
+            tested_node = test.left
             if options is None:
                 options, left = self._literal_options(left), right
+                tested_node = comparison.comparator
             if options is not None:
                 negated = isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
                 if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
                     return None, None
                 known = [o.value for o in alternatives(left) if isinstance(o, Literal)]
+                tested = dotted_name(tested_node) or frame.module.source(tested_node).strip()
                 if known and len(known) == len(alternatives(left)):
                     hits = [k in options for k in known]
                     if all(hits):
                         return (not negated), None
                     if not any(hits):
                         return negated, None
-                    name = dotted_name(test.left) or "option"
-                    return None, Condition(name.split(".")[-1], tuple(str(o) for o in options), negated)
+                    return None, Condition(tested, tuple(str(o) for o in options), negated, tested=tested)
                 config = next((o for o in alternatives(left) if isinstance(o, ConfigValue)), None)
-                name = config.name if config else (dotted_name(test.left) or "option")
+                name = (config.source or config.name) if config else tested
                 default = config.default if config and isinstance(config.default, str) else None
-                return None, Condition(name.split(".")[-1], tuple(str(o) for o in options), negated, default)
+                return None, Condition(name, tuple(str(o) for o in options), negated, default, tested)
         if isinstance(test, cst.BooleanOperation):
             return self._decide_boolean(test, frame)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -672,9 +674,10 @@ class Interpreter:
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter, frame)
             element = self._element(iterable, node.iter, frame)
-            iter_text = frame.module.source(node.iter).lower()
+            iter_source = frame.module.source(node.iter).strip()
+            iter_text = iter_source.lower()
             if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
-                epoch_loop = True
+                epoch_loop = epoch_loop or iter_source
         carried = [n for n in assigned if n in frame.env]
         placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
@@ -767,14 +770,17 @@ class Interpreter:
         if roles.is_loss_function_name(function) or (
                 function in ("forward", "__call__") and (roles.is_loss_function_name(owner)
                                                          or owner.lower().endswith(("loss", "objective")))):
-            self.loss_sink(value, node, frame, f"returned as `{key}` by the loss `{frame.function}`")
+            self.loss_sink(value, node, frame, SinkKind.LOSS_ENTRY, frame.function, entry_key=key)
 
-    def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, note: str) -> None:
+    def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, kind: SinkKind, name: str = "",
+                  entry_key: str = "") -> None:
+        """Record that `value` is differentiated at `node` (how: `kind`, through `name`)."""
         if not frame.emit:
             return
         for option in alternatives(value):
             if isinstance(option, Tensor):
-                self.facts.append(LossFact(option, self.anchor(node, frame), note, frame.call_stack, frame.epoch_loop))
+                self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
+                                           frame.epoch_loop, entry_key))
 
     # ------------------------------------------------------------------ expressions
     def eval(self, node: cst.BaseExpression | None, frame: Frame) -> Value:
@@ -973,13 +979,14 @@ class Interpreter:
             return _BoundMethod(base, attr)  # `mode.endswith("+")` of a known option
         if isinstance(base, ConfigValue):
             default = base.default
+            source = dotted_name(node) or (f"{base.source}.{attr}" if base.source else attr)
             if isinstance(default, Mapping):
                 inner = default.get(attr)
-                return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner)
-            return ConfigValue(attr)
+                return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner, source)
+            return ConfigValue(attr, source=source)
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
-                return ConfigValue(attr)
+                return ConfigValue(attr, source=dotted_name(node) or attr)
             stored = self.stored_field(attr)
             return stored if stored is not None else _Attr(base.name, attr)
         if isinstance(base, _Attr):
@@ -1061,12 +1068,13 @@ class Interpreter:
         if isinstance(base, ConfigValue):
             if isinstance(key, Literal):
                 default = base.default.get(str(key.value)) if isinstance(base.default, Mapping) else None
-                return ConfigValue(str(key.value), default.value if isinstance(default, Literal) else default)
-            return ConfigValue(base.name)
+                return ConfigValue(str(key.value), default.value if isinstance(default, Literal) else default,
+                                   frame.module.source(node).strip())
+            return ConfigValue(base.name, source=base.source)
         if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
             owner = base.name if isinstance(base, Unknown) else base.attr
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
-                return ConfigValue(key.value)
+                return ConfigValue(key.value, source=frame.module.source(node).strip())
             stored = self.fields.read(KEY_FIELD + key.value)
             if stored is not None:
                 return stored  # stored under this key by the code analysed
@@ -1079,13 +1087,14 @@ class Interpreter:
         """`mapping[key]` for a key known only at run time: every entry, a callable one under
         the condition that the key selects it (explored option by option like a mode string)."""
         config = next((o for o in alternatives(key) if isinstance(o, ConfigValue)), None)
-        name = config.name if config else (dotted_name(key_node) if key_node is not None else None) or "key"
+        tested = (dotted_name(key_node) if key_node is not None else None) or "key"
+        name = (config.source or config.name) if config else tested
         default = config.default if config and isinstance(config.default, str) else None
         keys: dict[Value, list[str]] = {}  # one option per callable, under all the keys that pick it
         for entry, value in mapping.items:
             for option in alternatives(value):
                 keys.setdefault(option, []).append(entry)
-        return join(*(Keyed(o, Condition(name.split(".")[-1], tuple(entries), False, default))
+        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested))
                       if isinstance(o, (FunctionRef, Partial, ClassRef)) else o for o, entries in keys.items()))
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
@@ -1255,7 +1264,7 @@ class Interpreter:
             elif param.default is not None:
                 value = self.eval(param.default, callee_frame.child(env={}))
                 if not defaults_as_literals and isinstance(value, Literal):
-                    value = ConfigValue(pname, value.value)
+                    value = ConfigValue(pname, value.value, pname)
             else:
                 value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
             callee_frame.env[pname] = value
@@ -1385,7 +1394,22 @@ class Interpreter:
             return self.eval(node.body, frame)
         if decision is False:
             return self.eval(node.orelse, frame)
-        return join(self.eval(node.body, frame), self.eval(node.orelse, frame))
+        then, other = self.eval(node.body, frame), self.eval(node.orelse, frame)
+        if frame.emit:
+            self._note_choice(node, then, other, frame)
+        return join(then, other)
+
+    def _note_choice(self, node: cst.IfExp, then: Value, other: Value, frame: Frame) -> None:
+        """Record an undecided `a if test else b` whose branches carry the rollout policy's
+        log-probs in one branch only (`BranchChoice`)."""
+        def old_in(value: Value) -> bool:
+            return any(isinstance(o, Tensor) and OLD in self.algebra.table.role_symbols(o.expr) for o in alternatives(value))
+
+        in_then, in_other = old_in(then), old_in(other)
+        if in_then != in_other:
+            source = frame.module.source
+            self.facts.append(BranchChoice(self.anchor(node, frame), source(node.test).strip(), in_then,
+                                           source(node.body if in_then else node.orelse).strip(), frame.call_stack))
 
     def eval_Lambda(self, node: cst.Lambda, frame: Frame) -> Value:
         self._closures[id(node)] = frame.env

@@ -23,16 +23,18 @@ MAX_ALTERNATIVES = 16
 
 @dataclass(frozen=True)
 class Condition:
-    """A branch condition on a mode variable: `name` takes one of `options` (or not, if negated)."""
+    """A branch condition on a mode variable: `name` takes one of `options` (or not, if negated).
+
+    `name` is the value the condition is about as the code reads it where it comes from: the
+    configuration value (`self.config.kl_loss_type`, `args.kl_estimator`) when the tested
+    variable holds one, else the tested expression; `tested` is the expression the branch tests
+    (a helper's parameter `kind`); `default` the project default when visible."""
 
     name: str
     options: tuple[str, ...]
     negated: bool = False
     default: str | None = None
-
-    def describe(self) -> str:
-        quoted = " or ".join(repr(o) for o in self.options)
-        return f"`{self.name}` is not {quoted}" if self.negated else f"`{self.name}` is {quoted}"
+    tested: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,26 @@ class Anchor:
 
 
 @dataclass(frozen=True)
+class Formed:
+    """A place where a value on the way to a KL estimate was formed, with the expression formed
+    there (what it is, a log-ratio, a ratio, an estimator, a clamp, is for the rules to say)."""
+
+    anchor: Anchor
+    expr: sp.Expr = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """Where a value carrying a KL estimate was first reduced: `kind` is `sum` (a sum or mean)
+    or `rtg` (a cumulative sum, reward-to-go); `at` is the call stack there, ending with the
+    reducing call (a call of a project helper in it is where the reduction happened, as seen
+    from its caller)."""
+
+    kind: str
+    at: tuple[Anchor, ...]
+
+
+@dataclass(frozen=True)
 class Tensor:
     """A tensor-valued expression.
 
@@ -65,16 +87,18 @@ class Tensor:
     sum of a mask (a positive normaliser), `mask` for a mask; `vocab`: has a vocabulary axis.
     `call_sites`: call sites the value crossed on its way back to the caller (innermost first).
     `assumed`: the policy role comes from a name (a parameter `logp`), so its gradient is assumed.
+    `trace` holds `Formed` steps; `reduced`: where the (still pure) estimate was first reduced.
     """
 
     expr: sp.Expr
     anchor: Anchor | None = None
-    trace: tuple["Anchor", ...] = ()
+    trace: tuple["Formed", ...] = ()
     space: str | None = None
     kind: str | None = None
     vocab: bool = False
     call_sites: tuple[Anchor, ...] = ()
     assumed: bool = False  # its policy log-prob role comes from a name, not from a forward pass
+    reduced: Reduced | None = field(default=None, compare=False, hash=False)  # a pure estimate's first reduction
 
     def with_(self, **changes: Any) -> "Tensor":
         return replace(self, **changes)
@@ -152,10 +176,12 @@ class Literal:
 
 @dataclass(frozen=True)
 class ConfigValue:
-    """A value read from configuration: unknown, with the project default when visible."""
+    """A value read from configuration: unknown, with the project default when visible.
+    `source`: the expression it was read from, as written (`self.config.kl_loss_type`)."""
 
     name: str
     default: Any = None
+    source: str | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -185,6 +211,7 @@ class GradOf:
 
     function: Any
     has_aux: bool = False
+    transform: str = field(default="jax.grad", compare=False, hash=False)  # its qualified name
 
 
 @dataclass(frozen=True)

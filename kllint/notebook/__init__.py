@@ -191,13 +191,19 @@ class Notebook:
                 step_cell, step_span = self.to_cell(Span(step.line, step.column, step.line, step.column + 1))
                 step = replace(step, line=step_span.line, column=step_span.column, cell=step_cell)
             steps.append(step)
-        return replace(d, span=span, cell=cell, trace=tuple(steps))
+        fix = d.fix
+        if fix is not None and fix.span is not None:
+            fix = replace(fix, span=self.to_cell(fix.span)[1])
+        return replace(d, span=span, cell=cell, trace=tuple(steps), fix=fix)
 
     def unmap_diagnostic(self, d: Diagnostic) -> Diagnostic:
         """A diagnostic per cell back in the virtual source's positions (for `--add-noqa`)."""
         if d.cell is None or d.cell not in self._by_number:
             return d
-        return replace(d, span=self.to_virtual(d.cell, d.span), cell=None)
+        fix = d.fix
+        if fix is not None and fix.span is not None:
+            fix = replace(fix, span=self.to_virtual(d.cell, fix.span))
+        return replace(d, span=self.to_virtual(d.cell, d.span), cell=None, fix=fix)
 
     # -- writing back -------------------------------------------------------------------------
 

@@ -134,8 +134,8 @@ def _result(d: Diagnostic, rule_index: int, locator: _Locator) -> dict[str, Any]
             "description": {"text": f"{d.fix.description} ({d.fix.applicability} fix)"},
             "artifactChanges": [{
                 "artifactLocation": locator.artifact(d.path),
-                "replacements": [{"deletedRegion": _region(d.span),
-                                  "insertedContent": {"text": d.fix.replacement}}],
+                "replacements": [{"deletedRegion": _region(d.fix.span or d.span),
+                                  "insertedContent": {"text": d.fix.content if d.fix.span else d.fix.replacement}}],
             }],
         }]
     properties: dict[str, Any] = {}

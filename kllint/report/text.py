@@ -129,10 +129,23 @@ def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, s
                                style="dim"))
         if d.help:
             console.print(Text("  help: ", style="bold cyan") + Text(d.help))
-        if d.fix is not None and d.fix.replacement:
+        if d.fix is not None and d.fix.replacement and d.fix.span is not None and d.fix.content is not None:
+            _region_fix(d, console)
+        elif d.fix is not None and d.fix.replacement:
             console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(d.fix.replacement))
         if d.confirmed:
             label, text = confirmation_line(d.confirmed)
             style = {"confirmed": "bold magenta", "contradicted": "bold red"}.get(label, "bold yellow")
             console.print(Text(f"  {label}: ", style=style) + Text(text))
         console.print()
+
+
+def _region_fix(d: Diagnostic, console: Console) -> None:
+    """A fix that rewrites whole lines: the lines it writes, dedented, under a `fix` header."""
+    import textwrap
+
+    span = d.fix.span
+    lines = f"line {span.line}" if span.end_line == span.line else f"lines {span.line}-{span.end_line}"
+    console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(f"{lines} become"))
+    for line in textwrap.dedent(d.fix.content).splitlines():
+        console.print(Text(f"    | {line}"))

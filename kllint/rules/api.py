@@ -7,7 +7,6 @@ from kllint.rules.base import RuleContext
 
 CLAMP_MESSAGE = ("exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "
                  "zero gradient times an infinite derivative gives NaN gradients")
-CLAMP_HELP = "clamp the log-ratio before `exp` (e.g. `log_ratio.clamp(-20, 20)`), then clamp the result if needed"
 
 
 def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
@@ -17,6 +16,9 @@ def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
 
     from kllint.rules.fixes import estimate_for
     from kllint.rules.flow import losses_with
+    from kllint.rules.safe_fixes import clamp_fix
+    from kllint.rules.trace import Step, sink_step
+    from kllint.rules.wording import clamp_first_help, framework_at
 
     if not ctx.first("KL601-clamp", (fact.anchor, fact.clamped, fact.call_stack)):
         return
@@ -25,12 +27,21 @@ def check_clamp(fact: ClampFact, ctx: RuleContext) -> None:
         return
     loss = reached[0]
     estimate = estimate_for(SimpleNamespace(anchor=fact.anchor, per_token=True), ctx, usage="loss")
-    ctx.report("KL601", fact.anchor, CLAMP_MESSAGE, help=CLAMP_HELP, trace=(loss.sink.step(loss.note),),
-               call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink)
+    ctx.report("KL601", fact.anchor, CLAMP_MESSAGE, help=clamp_first_help(framework_at(fact.anchor, loss.sink)),
+               trace=(Step(fact.anchor, "exp of the log-ratio, clamped after the exponential"), sink_step(loss)),
+               call_stack=fact.call_stack, estimate=estimate, fallback=loss.sink,
+               fix=clamp_fix(fact.anchor, ctx))
 
 
 def check_call(fact: CallFact, ctx: RuleContext) -> None:
+    """KL501 / KL502 / KL503, judged at the call; KL503 with the `torch.no_grad()` fix."""
+    from kllint.rules.safe_fixes import no_grad_fix
+
     if fact.at_caller:
-        ctx.report(fact.code, fact.location(ctx.entry.display), fact.message, help=fact.help, trace=fact.trace)
+        anchor = fact.location(ctx.entry.display)
+        fix = no_grad_fix(anchor, ctx) if fact.code == "KL503" else None
+        ctx.report(fact.code, anchor, fact.message, help=fact.help, trace=fact.trace, fix=fix)
         return
-    ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack)
+    fix = no_grad_fix(fact.anchor, ctx) if fact.code == "KL503" else None
+    ctx.report(fact.code, fact.anchor, fact.message, help=fact.help, trace=fact.trace, call_stack=fact.call_stack,
+               fix=fix)

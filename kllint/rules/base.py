@@ -10,20 +10,11 @@ from sympy.core.function import AppliedUndef
 from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
-from kllint.analysis.values import Anchor, Condition
+from kllint.analysis.values import Anchor
 from kllint.diagnostics import Diagnostic, Estimate, Fix, TraceStep
 from kllint.rules.registry import BY_CODE
-
-ESTIMATOR_WORDS = {
-    "k1": "k1 (the log-ratio logp - ref)",
-    "k2": "k2 (0.5 * (logp - ref)**2)",
-    "k3": "k3 (exp(ref - logp) - (ref - logp) - 1)",
-    "k3-inverted": "inverted k3 (exp(logp - ref) - 1 - (logp - ref))",
-    "abs": "abs(logp - ref)",
-    "reference-ratio": "the ratio pi/pi_ref",
-    "analytic": "the analytic KL(pi || ref) over the vocabulary",
-    "surrogate": "the score-function KL surrogate logp * stopgrad(log-ratio)",
-}
+from kllint.rules.trace import Step, render
+from kllint.rules.wording import ESTIMATOR_WORDS, merge_paths, short_name, unnamed_defaults
 
 
 @dataclass
@@ -39,6 +30,8 @@ class RuleContext:
     differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
     named_rewards: dict = field(default_factory=dict)  # KL-term symbol -> the first reward fact storing it
     losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
+    line_length: int = 88  # the longest line a fix writes (`line-length`)
+    choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
@@ -50,7 +43,7 @@ class RuleContext:
         return True
 
     def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (),
-                 fallback: Anchor | None = None) -> tuple[Anchor, tuple[TraceStep, ...]] | None:
+                 fallback: Anchor | None = None) -> tuple[Anchor, tuple[Step, ...]] | None:
         """The primary location in the checked file: the anchor itself when it is in this file,
         else the call site in this file through which the value came (the anchor becomes a step).
 
@@ -61,7 +54,7 @@ class RuleContext:
         here = self.entry.display
         if anchor.path == here:
             return anchor, ()
-        step = (anchor.step("the estimate is computed here (another module)"),)
+        step = (Step(anchor, f"in `{anchor.function}`" if anchor.function else "here"),)
         for site in call_sites:
             if site.path == here:
                 return site, step
@@ -75,9 +68,13 @@ class RuleContext:
             return fallback, step
         return None  # the finding belongs to another file, which reports it when checked
 
-    def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[TraceStep] = (),
+    def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
-               estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "") -> None:
+               estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "",
+               subject: str = "") -> None:
+        """Record a finding at `anchor` (localised in the checked file). `message` may hold
+        `{subject}`, the estimate's words (`subject`); findings of one code at one place from
+        several paths are merged, each configuration said once (`diagnostics`)."""
         located = self.localize(anchor, call_sites, call_stack, fallback)
         if located is None:
             return
@@ -85,61 +82,62 @@ class RuleContext:
         if primary is not anchor and fix is not None and fix.replacement:
             fix = Fix("display-only", fix.description)
         info = BY_CODE[code]
-        steps = _dedupe(tuple(extra) + tuple(trace))
+        trace = tuple(trace)
+        lines = {(s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in trace}
+        extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
-        when = condition_text(anchor.conditions)
+        path = (anchor.conditions, variant, subject, fix)
         if key in self._pending:
-            pending, whens, variants = self._pending[key]
-            whens.append(when)
-            variants.append(variant)
+            _, paths, steps = self._pending[key]
+            paths.append(path)
             # each further estimate merged into this finding keeps the step where it is formed
-            if anchor is not primary and anchor.module is not None:
-                step = anchor.step(f"{variant} estimate" if variant else "estimate")
-                if (step.path, step.line) not in {(s.path, s.line) for s in pending.trace}:
-                    self._pending[key] = (replace(pending, trace=pending.trace + (step,)), whens, variants)
+            if anchor is not primary and anchor.module is not None and (anchor.path, anchor.span.line) not in {
+                    (s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in steps}:
+                steps.append(Step(anchor, f"{short_name(variant)} estimate" if variant else "the estimate"))
             return
         diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
-                                message, help, steps, fix, estimate)
-        self._pending[key] = (diagnostic, [when], [variant])
+                                message, help, (), fix, estimate)
+        self._pending[key] = (diagnostic, [path], list(extra + trace))
 
     def diagnostics(self) -> list[Diagnostic]:
-        """The findings, one per code and place; the configurations that lead to it are merged
-        into the message (`when kl_loss_type is 'k3' or 'low_var_kl'; or when ...`)."""
+        """The findings, one per code and place. The configurations that lead to one are merged
+        into its message, each value named once (`when kl_loss_type is 'k3' or 'low_var_kl'`);
+        when they lead to different estimators, the message says which one each gives."""
         out = []
-        for diagnostic, conditions, variants in self._pending.values():
-            message = diagnostic.message
-            kinds = [v for v in dict.fromkeys(variants) if v]
-            if len(kinds) > 1:
-                message += f" (estimators reaching here: {', '.join(sorted(kinds))})"
-            if "" not in conditions:
-                unique = list(dict.fromkeys(conditions))
-                message += " (when " + "; or when ".join(unique[:4]) + ("; ..." if len(unique) > 4 else "") + ")"
-            out.append(replace(diagnostic, message=message))
+        for diagnostic, paths, steps in self._pending.values():
+            diagnostic = replace(diagnostic, trace=render(steps))
+            fixes = {p[3] for p in paths}
+            fix = diagnostic.fix
+            if len(fixes) > 1 and fix is not None and fix.replacement:
+                # the paths to this place need different rewrites (branches, modes): none fits all
+                fix = Fix("display-only", fix.description)
+            out.append(replace(diagnostic, message=_merged_message(diagnostic, paths), fix=fix))
         return sorted(out, key=lambda d: d.sort_key)
 
 
-def _dedupe(steps: tuple[TraceStep, ...]) -> tuple[TraceStep, ...]:
-    seen: set[tuple[str, int]] = set()
-    out = []
-    for step in steps:
-        key = (step.path, step.line)
-        if key not in seen:
-            seen.add(key)
-            out.append(step)
-    return tuple(out)
+def _merged_message(diagnostic: Diagnostic, paths: list[tuple]) -> str:
+    variants = list(dict.fromkeys(p[1] for p in paths if p[1]))
+    subjects = list(dict.fromkeys(p[2] for p in paths if p[2]))
+    unconditional = any(not p[0] for p in paths)
+    if len(variants) <= 1:
+        message = diagnostic.message.replace("{subject}", subjects[0] if subjects else "the KL estimate")
+        if unconditional:
+            return message
+        when = merge_paths([p[0] for p in paths])
+        return f"{message} (when {when})" if when else message
+    message = diagnostic.message.replace("{subject}", "the KL estimate")
+    if unconditional:
+        return f"{message}; the estimate is {_or(short_name(v) for v in variants)} here, depending on the branch"
+    parts = []
+    for variant in variants:
+        when = merge_paths([p[0] for p in paths if p[1] == variant], defaults=False)
+        parts.append(f"{short_name(variant)} when {when}" if when else short_name(variant))
+    return f"{message}; the estimate is {', '.join(parts)}{unnamed_defaults([p[0] for p in paths])}"
 
 
-def condition_text(conditions: tuple[Condition, ...]) -> str:
-    """"`kl_penalty` is 'low_var_kl' (configurable, project default 'kl')" for config-chosen code;
-    empty when the code runs unconditionally."""
-    if not conditions:
-        return ""
-    parts = [c.describe() for c in conditions[-2:]]
-    defaults = {c.name: c.default for c in conditions if c.default is not None}
-    text = " and ".join(parts)
-    if defaults:
-        text += " (configurable, project default " + ", ".join(f"`{k}` = {v!r}" for k, v in defaults.items()) + ")"
-    return text
+def _or(words) -> str:
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def sign_of(expr: sp.Expr) -> int:
@@ -249,17 +247,8 @@ def _statistic(expr: sp.Expr, algebra: Algebra) -> bool:
                                             for a in expr.args)
 
 
-def term_steps(term: KLTerm, note: str) -> tuple[TraceStep, ...]:
-    steps = tuple(anchor.step("computed here") for anchor in term.trace
-                  if (anchor.path, anchor.span.line) != (term.anchor.path, term.anchor.span.line))
-    steps += (term.anchor.step(note),)
-    steps += tuple(site.step("returned from the helper to this call") for site in term.call_sites)
-    steps += tuple(site.step("also returned from the helper to this call") for sites in term.other_call_sites
-                   for site in sites)
-    return steps
-
-
 def estimator_words(term: KLTerm) -> str:
+    """The estimate in words: `k3 (exp(ref - logp) - (ref - logp) - 1)`."""
     if term.estimator is None:
         return "a KL estimate"
     return ESTIMATOR_WORDS.get(term.estimator.name, term.estimator.name)

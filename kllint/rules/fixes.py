@@ -1,8 +1,6 @@
-"""Suggested rewrites (Ruff applicability levels) and the estimate handed to the gradient checker.
-
-KL101/102/103: straight-through k2 keeps the logged value and gives the log-ratio as gradient
-coefficient (unsafe: it changes training on purpose). KL302: k1 in the reward (unsafe).
-"""
+"""What the fixes read from the code, and the estimate handed to the gradient checker: the
+estimate expression as written with its setup and operand roles, the log-ratio it is built on,
+a detached importance weight on it (the rewrites themselves are in `kllint.rules.kl_fixes`)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -11,20 +9,13 @@ import libcst as cst
 
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
-from kllint.diagnostics import Estimate, Fix
+from kllint.diagnostics import Estimate
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
     from kllint.rules.loss import LossTerm
 
 ROLE_NAMES = {"logp": "policy", "logp_detached": "policy_detached", "ref": "reference", "old": "old"}
-
-
-def token_credit_help() -> str:
-    return ("credit each token with the KL of the tokens after it: "
-            "`kl_rtg = ((logp - ref) * mask).detach().flip(-1).cumsum(-1).flip(-1)`; "
-            "`kl_loss = (logp * kl_rtg * mask)` reduced like the policy-gradient term "
-            "(or put detached k1 in the reward and compute returns with gamma = 1)")
 
 
 class _NameCollector(cst.CSTVisitor):
@@ -99,7 +90,7 @@ def _consistent(branch: tuple, anchor_conditions: tuple) -> bool:
     """Whether an assignment's branch conditions can hold together with the estimate's."""
     for name, options, negated in branch:
         for condition in anchor_conditions:
-            if condition.name != name:
+            if (condition.tested or condition.name) != name:
                 continue
             theirs = frozenset(condition.options)
             if not negated and not condition.negated and not options & theirs:
@@ -273,52 +264,3 @@ def _detached_weight(node: cst.CSTNode | None, module: ModuleInfo) -> str | None
             if _is_detached(side):
                 return module.source(side).strip()
     return None
-
-
-def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
-    """Straight-through k2: same value, gradient coefficient = the log-ratio (unsafe).
-
-    Per token the log-ratio is `policy - reference` (the operand names of the estimate); for a
-    sequence-level term it is the sequence log-ratio the estimator is built on (the argument of
-    its `exp` or `abs`), so the surrogate has the shape of the value it stands in for.
-    """
-    term = item.term
-    if term.anchor.path != ctx.entry.display:
-        return Fix("display-only", "rewrite the KL term in the helper where it is computed")
-    policy, reference, is_jax = _role_names(term, ctx)
-    original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else None
-    if term.per_token:
-        log_ratio = f"{policy} - {reference}" if policy is not None and reference is not None else None
-    else:
-        log_ratio = _log_ratio_source(term.anchor.node, ctx.entry) if term.anchor.node is not None else None
-        if term.estimator is not None and term.estimator.name == "k1":
-            log_ratio = original
-    if log_ratio is None or original is None or "\n" in original or "\n" in log_ratio:
-        return Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
-    surrogate = f"0.5 * {_atom(log_ratio)} ** 2"
-    weight = _detached_weight(term.anchor.node, ctx.entry)
-    if weight is not None:  # off-policy: keep the detached importance weight on the surrogate
-        surrogate = f"{surrogate} * {weight}"
-    if is_jax:
-        replacement = f"{surrogate} - jax.lax.stop_gradient({surrogate}) + jax.lax.stop_gradient({original})"
-    else:
-        replacement = f"{surrogate} - ({surrogate}).detach() + {_atom(original)}.detach()"
-    return Fix("unsafe", "straight-through k2: keep the value, use the log-ratio as gradient coefficient",
-               _parenthesized(replacement, term.anchor.node))
-
-
-def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
-    """k1 in the reward (unsafe: changes the reward on purpose).
-
-    Display-only when the sampled-token log-probs are not visible (a full-vocabulary analytic
-    KL) or when the flagged span is only part of the estimate (`d ** 2` with the 1/2 outside).
-    """
-    if term.anchor.path != ctx.entry.display:
-        return Fix("display-only", "use k1 in the helper where the reward KL is computed")
-    policy, reference, _ = _role_names(term, ctx)
-    name = term.estimator.name if term.estimator is not None else None
-    original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else ""
-    partial = name == "k2" and not any(half in original.replace(" ", "") for half in ("0.5", "/2", ".5*"))
-    if policy is None or reference is None or name == "analytic" or partial:
-        return Fix("display-only", "use k1 (logp - ref_logp) as the KL reward")
-    return Fix("unsafe", "use the unbiased k1 estimator in the reward", _parenthesized(f"{policy} - {reference}", term.anchor.node))

@@ -7,12 +7,12 @@ from typing import Iterable
 
 import sympy as sp
 
-from kllint.analysis.facts import LossFact, RewardFact
+from kllint.analysis.facts import BranchChoice, LossFact, RewardFact
 from kllint.rules.base import RuleContext, occurrences
 
 
 def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
-    """Fill `ctx.losses`, `ctx.differentiated` and `ctx.named_rewards` from the facts."""
+    """Fill `ctx.losses`, `ctx.differentiated`, `ctx.named_rewards` and `ctx.choices` from the facts."""
     from kllint.rules.reward import reward_symbols
 
     algebra = ctx.algebra
@@ -24,6 +24,8 @@ def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
                 seen.add(wrapped)
                 ctx.differentiated.update(occurrences(wrapped, algebra))
             ctx.losses.append((fact, wrapped))
+        elif isinstance(fact, BranchChoice):
+            ctx.choices.append(fact)
     for fact in facts:
         if isinstance(fact, RewardFact):
             for symbol in reward_symbols(fact, ctx):

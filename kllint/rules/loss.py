@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kllint.analysis.facts import KLTerm, LossFact
-from kllint.analysis.symbolic import OLD, Coefficient, classify_coefficient
+from kllint.analysis.symbolic import LPD, OLD, Coefficient, classify_coefficient
 from kllint.diagnostics import Estimate, Fix
-from kllint.rules.base import RuleContext, estimator_words, occurrences, term_steps
-from kllint.rules.fixes import loss_rewrite, token_credit_help
+from kllint.rules import wording
+from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.kl_fixes import loss_rewrite
+from kllint.rules.trace import loss_trace
 
 
 @dataclass
@@ -26,6 +28,8 @@ class LossTerm:
     reduced: bool
     off_policy: bool
     live_elsewhere: bool
+    uses_old: bool = False  # the loss reads the rollout (old) log-probs
+    detached_policy: bool = False  # the term reads the policy's log-probs detached too
 
     @property
     def inverted(self) -> bool:
@@ -60,28 +64,54 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
             r.kind == "sum" for r in algebra.table.reductions_in(term.expr))
         terms.append(LossTerm(
             term, fact, coefficient, [p.sign for p in places], reduced,
-            off_policy=OLD in rest_roles or fact.epoch_loop,
+            off_policy=OLD in rest_roles or bool(fact.epoch_loop),
             live_elsewhere=algebra.live(rest),
+            uses_old=OLD in rest_roles,
+            detached_policy=LPD in algebra.table.role_symbols(term.expr),
         ))
     return terms
 
 
-def _trace(item: LossTerm, note: str) -> tuple:
-    steps = term_steps(item.term, note)
-    if item.term.entry is not None:
-        steps += (item.term.entry.step("added to the loss here"),)
-    return steps + (item.fact.sink.step(item.fact.note),)
+def framework(item: LossTerm):
+    """The framework the estimate is computed with (for the help's spelling)."""
+    return wording.framework_at(item.term.anchor, item.fact.sink)
 
 
-def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help: str, note: str,
+def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help: str,
                 at_estimate: bool = True, **extra) -> None:
     """Report a finding about a KL term in a loss: at the estimate (or where it joins the loss),
-    with the trace to the sink, localised in the checked file, with the estimate for --confirm."""
+    with the trace to the sink, localised in the checked file, with the estimate for --confirm.
+    `message` may name the estimate as `{subject}`."""
     anchor = item.term.anchor if at_estimate else (item.term.entry or item.fact.sink)
     extra.setdefault("estimate", _estimate(item, ctx))
-    ctx.report(code, anchor, message, help=help, trace=_trace(item, note),
+    extra.setdefault("variant", describe_estimator(item))
+    note = None
+    if straight_through(item):
+        note = f"straight-through term: the {wording.short_name(item.term.estimator.name)} value, the log-ratio as gradient coefficient"
+    ctx.report(code, anchor, message, help=help, trace=loss_trace(item.term, item.fact, ctx.algebra.table, note),
                call_sites=item.term.call_sites if at_estimate else (), call_stack=item.fact.call_stack,
-               fallback=item.term.entry or item.fact.sink, **extra)
+               fallback=item.term.entry or item.fact.sink, subject=subject(item), **extra)
+
+
+def straight_through(item: LossTerm) -> bool:
+    """A term whose value is an estimate but whose gradient coefficient is the log-ratio (the
+    straight-through rewrite `k2 - stopgrad(k2) + stopgrad(value)`): not the estimate it equals."""
+    name = item.term.estimator.name
+    if name in ("k2", "surrogate", "analytic") or item.coefficient.kind != "reverse" or item.coefficient.weighted:
+        return False
+    return item.detached_policy
+
+
+def describe_estimator(item: LossTerm) -> str:
+    """The estimator's name as the findings name it (`straight-through` for such a term)."""
+    return "straight-through" if straight_through(item) else item.term.estimator.name
+
+
+def subject(item: LossTerm) -> str:
+    """The estimate in words, for the message."""
+    if straight_through(item):
+        return wording.ESTIMATOR_WORDS["straight-through"]
+    return estimator_words(item.term)
 
 
 def _estimate(item: LossTerm, ctx: RuleContext) -> Estimate | None:
@@ -95,9 +125,9 @@ class EstimateAsLoss:
 
     CODES = {"constant": "KL101", "forward": "KL102", "other": "KL103"}
     MESSAGES = {
-        "KL101": "{est} is differentiated as a loss: its gradient coefficient is constant, so the expected gradient is zero and the penalty only adds noise",
-        "KL102": "{est} is differentiated as a loss: its expected gradient is that of the forward KL(ref || pi), not the reverse KL(pi || ref)",
-        "KL103": "{est} is differentiated as a loss, but its gradient coefficient is not the log-ratio: the expected gradient is not a KL gradient",
+        "KL101": "{subject} is differentiated as a loss: its gradient coefficient is constant, so the expected gradient is zero and the penalty only adds noise",
+        "KL102": "{subject} is differentiated as a loss: its expected gradient is that of the forward KL(ref || pi), not the reverse KL(pi || ref)",
+        "KL103": "{subject} is differentiated as a loss, but its gradient coefficient is not the log-ratio: the expected gradient is not a KL gradient",
     }
 
     def check(self, item: LossTerm, ctx: RuleContext) -> None:
@@ -106,14 +136,8 @@ class EstimateAsLoss:
         code = self.CODES.get(item.coefficient.kind)
         if code is None:
             return
-        report_term(ctx, item, code, self.MESSAGES[code].format(est=estimator_words(item.term)), loss_help(item),
-                    f"{item.term.estimator.name} estimate", fix=loss_rewrite(item, ctx))
-
-
-def loss_help(item: LossTerm) -> str:
-    return ("route the gradient through k2 and keep the logged value: "
-            "`0.5 * (logp - ref)**2 - (0.5 * (logp - ref)**2).detach() + kl.detach()`, or multiply k3 by a "
-            "live ratio `exp(logp - old)`; better, put detached k1 in the reward with returns over the whole response")
+        report_term(ctx, item, code, self.MESSAGES[code], wording.loss_help(framework(item)),
+                    fix=loss_rewrite(item, ctx))
 
 
 class DeadKLLoss:
@@ -123,9 +147,8 @@ class DeadKLLoss:
         if item.coefficient.kind != "none" or not item.live_elsewhere:
             return
         report_term(ctx, item, "KL104",
-                    f"{estimator_words(item.term)} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
-                    "compute the KL term from the live policy log-probs, outside `torch.no_grad()`",
-                    "KL estimate without gradient", at_estimate=False,
+                    "{subject} is added to the loss but carries no gradient (computed under no_grad or from detached log-probs): the penalty is a constant and never regularises",
+                    wording.live_kl_help(framework(item)), at_estimate=False,
                     fix=Fix("display-only", "recompute the KL from live log-probs"))
 
 
@@ -137,7 +160,7 @@ class InvertedPenalty:
             return
         report_term(ctx, item, "KL105",
                     "the KL penalty is subtracted from a loss that is minimised: training maximises the divergence from the reference",
-                    "add the penalty: `loss = policy_loss + kl_coef * kl_loss`", "KL estimate", at_estimate=False,
+                    "add the penalty: `loss = policy_loss + kl_coef * kl_loss`", at_estimate=False,
                     estimate=None)
 
 
@@ -154,9 +177,8 @@ class PerTokenKLLoss:
             return
         report_term(ctx, item, "KL201",
                     "per-token KL loss terms are reduced over tokens: each token's gradient misses the KL of the tokens it causes later (partial gradient)",
-                    token_credit_help(), f"per-token {item.term.estimator.name} estimate",
-                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"),
-                    variant=item.term.estimator.name)
+                    wording.token_credit_help(framework(item)),
+                    fix=Fix("display-only", "credit each token with the reward-to-go of the log-ratio"))
 
 
 class OffPolicyWithoutWeight:
@@ -167,10 +189,7 @@ class OffPolicyWithoutWeight:
             return
         if item.coefficient.sequence_ratio or item.term.estimator.name == "reference-ratio":
             return
-        report_term(ctx, item, "KL401",
-                    f"{estimator_words(item.term)} is a loss on samples from the rollout policy (the same loss uses old log-probs or runs several updates per batch) without the importance weight pi/pi_old: biased gradient",
-                    "multiply the KL term by the importance weight `exp(logp - old_logp)` (live with k3, or detached with k2)",
-                    "KL estimate")
+        report_term(ctx, item, "KL401", off_policy_message(item, ctx), wording.importance_weight_help(framework(item)))
 
 
 class SequenceRatioOnTokenKL:
@@ -181,7 +200,7 @@ class SequenceRatioOnTokenKL:
             return
         report_term(ctx, item, "KL402",
                     "a sequence-level importance ratio multiplies per-token KL terms: the gradient gains a biased cross term",
-                    "weight each token's KL with its own ratio `exp(logp - old_logp)`", "per-token KL times a sequence ratio")
+                    wording.token_ratio_help(framework(item)))
 
 
 class ReferenceAsBehaviour:
@@ -192,8 +211,26 @@ class ReferenceAsBehaviour:
             return
         report_term(ctx, item, "KL403",
                     "the importance ratio divides by the reference policy, not the policy that sampled the data: wrong weights and clipping around the reference",
-                    "use the rollout log-probs: `exp(logp - old_logp)` (or `exp(logp - logp.detach())` on-policy)",
-                    "ratio pi/pi_ref")
+                    wording.rollout_ratio_help(framework(item)))
+
+
+def off_policy_message(item: LossTerm, ctx: RuleContext) -> str:
+    """KL401's message, saying what makes the samples come from an older policy: the rollout
+    log-probs it reads (and the configuration that picks them), the loop of updates it runs in."""
+    loop = f"runs once per item of `{item.fact.epoch_loop}`, several updates per batch"
+    old = "the rollout log-probs"
+    places = {(a.path, a.function) for a in (item.term.anchor, item.term.entry, item.fact.sink) if a is not None}
+    choice = next((c for c in ctx.choices if (c.anchor.path, c.anchor.function) in places), None)
+    if choice is not None:
+        old += f" `{choice.source}` when {'' if choice.when_true else 'not '}`{choice.test}`"
+    if item.uses_old and item.fact.epoch_loop:
+        why = f"the same loss uses {old} and {loop}"
+    elif item.uses_old:
+        why = f"the same loss uses {old}"
+    else:
+        why = f"the loss {loop}"
+    return ("{subject} is a loss on samples from the rollout policy (" + why
+            + ") without the importance weight pi/pi_old: biased gradient")
 
 
 LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(), OffPolicyWithoutWeight(),

@@ -6,8 +6,11 @@ from __future__ import annotations
 from kllint.analysis.facts import RewardFact
 from kllint.analysis.symbolic import LP, ROLE_SYMBOLS
 from kllint.diagnostics import Fix
-from kllint.rules.base import RuleContext, estimator_words, occurrences, term_steps
-from kllint.rules.fixes import estimate_for, reward_rewrite
+from kllint.rules import wording
+from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.fixes import estimate_for
+from kllint.rules.kl_fixes import reward_rewrite
+from kllint.rules.trace import reward_trace
 
 
 def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
@@ -43,26 +46,28 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
     name = term.estimator.name if term.estimator else None
     if name in ("reference-ratio", "surrogate"):
         return
-    trace = term_steps(term, "KL estimate") + (fact.sink.step(f"enters `{fact.target}` here"),)
+    trace = reward_trace(term, fact, algebra.table)
+    framework = wording.framework_at(term.anchor, fact.sink)
     proven = not term.assumed or term.anchor.function in ctx.differentiating
     if pathwise and LP in algebra.table.role_symbols(term.expr) and proven:
         ctx.report("KL301", term.anchor,
-                   f"{estimator_words(term)} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
-                   help="detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)",
+                   f"{{subject}} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
+                   help=wording.detach_reward_help(framework),
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
-                   fix=Fix("unsafe", "detach the KL term", None))
+                   fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "")
     if name not in (None, "k1"):
         ctx.report("KL302", term.anchor,
-                   f"{estimator_words(term)} is used as a reward: only k1 gives an unbiased gradient"
+                   "{subject} is used as a reward: only k1 gives an unbiased gradient"
                    + (" (k3 gives grad KL(pi||ref) - grad KL(ref||pi))" if name == "k3" else ""),
-                   help="use k1 in the reward: `kl = logp - ref_logp` (detached), with returns or GAE over the whole response",
+                   help=wording.k1_reward_help(framework),
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
-                   fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name)
+                   fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name,
+                   subject=estimator_words(term))
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,
                    f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
-                   help="accumulate the KL rewards from the end: `kl_rtg = kl.flip(-1).cumsum(-1).flip(-1)`, or compute returns/GAE with gamma = 1 over the token rewards",
+                   help=wording.reward_to_go_help(framework),
                    trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"),
                    estimate=estimate_for(term, ctx, usage="reward"))

@@ -69,7 +69,7 @@ def fix_edit(path: Path, text: str, diagnostic: Diagnostic, unsafe: bool = False
     """The edit of `diagnostic`'s fix if it applies (safe, or unsafe with `unsafe`) and is
     verified as `--fix` verifies it: the result parses and no longer has the finding there.
     None otherwise."""
-    from kllint.fix import apply_fixes, is_applicable, lint_text, line_ending
+    from kllint.fix import apply_fixes, fix_region, fix_text_of, is_applicable, lint_text, line_ending
 
     if not is_applicable(diagnostic, unsafe) or diagnostic.fix is None or diagnostic.fix.replacement is None:
         return None
@@ -86,7 +86,7 @@ def fix_edit(path: Path, text: str, diagnostic: Diagnostic, unsafe: bool = False
     region = applied[0][1]
     if any(d.code == diagnostic.code and _overlaps(d.span, region) for d in after):
         return None
-    return Edit(diagnostic.span, _LINE_BREAK.sub(line_ending(text), diagnostic.fix.replacement))
+    return Edit(fix_region(diagnostic), _LINE_BREAK.sub(line_ending(text), fix_text_of(diagnostic)))
 
 
 def fix_all(path: Path, text: str, unsafe: bool = False) -> tuple[str, int]:

@@ -1,0 +1,210 @@
+"""The words of the findings: estimator names, the configuration that leads to a finding, and help
+texts in the spelling of the framework the code computes with (PyTorch, JAX or MLX).
+
+The framework is the analysis' observation of the code (`kllint.analysis.autograd.framework_of`:
+its imports and the imported names the function uses), never words in comments or strings.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from kllint.analysis.autograd import Framework, framework_of
+from kllint.analysis.values import Anchor, Condition
+
+ESTIMATOR_WORDS = {
+    "k1": "k1 (the log-ratio logp - ref)",
+    "k2": "k2 (0.5 * (logp - ref)**2)",
+    "k3": "k3 (exp(ref - logp) - (ref - logp) - 1)",
+    "k3-inverted": "inverted k3 (exp(logp - ref) - 1 - (logp - ref))",
+    "abs": "abs(logp - ref)",
+    "reference-ratio": "the ratio pi/pi_ref",
+    "analytic": "the analytic KL(pi || ref) over the vocabulary",
+    "surrogate": "the score-function KL surrogate logp * stopgrad(log-ratio)",
+    "straight-through": "a straight-through KL term (the estimate's value, the log-ratio as gradient coefficient)",
+}
+SHORT_NAMES = {"k3-inverted": "inverted k3", "reference-ratio": "the ratio pi/pi_ref", "analytic": "the analytic KL",
+               "surrogate": "the score-function surrogate", "abs": "abs", "straight-through": "straight-through"}
+
+
+def short_name(estimator: str) -> str:
+    """`k3`, `abs`, `inverted k3`: an estimator named inside a sentence."""
+    return SHORT_NAMES.get(estimator, estimator)
+
+
+def framework_at(*anchors: Anchor | None) -> Framework:
+    """The framework of the first anchor whose code singles one out (PyTorch when none does)."""
+    for anchor in anchors:
+        if anchor is None or anchor.module is None:
+            continue
+        found = framework_of(anchor.module, anchor.root)
+        if found is not None:
+            return found
+    return Framework.TORCH
+
+
+# -- help texts, per framework -----------------------------------------------------------------------------------
+
+_STOP = {Framework.TORCH: "{x}.detach()", Framework.JAX: "jax.lax.stop_gradient({x})",
+         Framework.MLX: "mx.stop_gradient({x})"}
+_EXP = {Framework.TORCH: "torch.exp", Framework.JAX: "jnp.exp", Framework.MLX: "mx.exp"}
+_REVERSE_CUMSUM = {
+    Framework.TORCH: "torch.flip(torch.flip({x}, [-1]).cumsum(-1), [-1])",
+    Framework.JAX: "jnp.flip(jnp.flip({x}, -1).cumsum(-1), -1)",
+    Framework.MLX: "mx.cumsum({x}, axis=-1, reverse=True)",
+}
+_NO_GRAD = {Framework.TORCH: "outside `torch.no_grad()` and without `.detach()`",
+            Framework.JAX: "without `jax.lax.stop_gradient`", Framework.MLX: "without `mx.stop_gradient`"}
+_CLIP = {Framework.TORCH: "log_ratio.clamp(-20, 20)", Framework.JAX: "jnp.clip(log_ratio, -20, 20)",
+         Framework.MLX: "mx.clip(log_ratio, -20, 20)"}
+
+
+def stop(framework: Framework, x: str, atom: bool = True) -> str:
+    """`x` without gradient, in the framework's spelling (`x.detach()`, `jax.lax.stop_gradient(x)`);
+    `atom`: `x` needs no parentheses before `.detach()`."""
+    return _STOP[framework].format(x=x if atom or framework is not Framework.TORCH else f"({x})")
+
+
+def reverse_cumsum(framework: Framework, x: str) -> str:
+    """The reward-to-go of `x` over the last axis (`torch.flip(torch.flip(x, [-1]).cumsum(-1), [-1])`)."""
+    return _REVERSE_CUMSUM[framework].format(x=x)
+
+
+def loss_help(framework: Framework) -> str:
+    """KL101 / KL102 / KL103."""
+    k2 = "k2 = 0.5 * (logp - ref) ** 2"
+    return (f"route the gradient through k2 and keep the logged value: `{k2}` then "
+            f"`kl = k2 - {stop(framework, 'k2')} + {stop(framework, 'kl')}`, or multiply k3 by a live ratio "
+            f"`{_EXP[framework]}(logp - old)`; better, put detached k1 in the reward with returns over the whole response")
+
+
+def token_credit_help(framework: Framework) -> str:
+    """KL201: the reward-to-go rewrite."""
+    d = stop(framework, "(logp - ref) * mask", atom=False)
+    return (f"credit each token with the KL of the tokens after it: `kl_rtg = {reverse_cumsum(framework, d)}`, "
+            "then `kl_loss = logp * kl_rtg * mask` reduced like the policy-gradient term "
+            "(or put detached k1 in the reward and compute returns with gamma = 1)")
+
+
+def reward_to_go_help(framework: Framework) -> str:
+    """KL202."""
+    return (f"accumulate the KL rewards from the end: `kl_rtg = {reverse_cumsum(framework, 'kl')}`, or compute "
+            "returns/GAE with gamma = 1 over the token rewards")
+
+
+def detach_reward_help(framework: Framework) -> str:
+    """KL301."""
+    if framework is Framework.TORCH:
+        return "detach the KL before it enters the reward: `kl.detach()` (or compute it under `torch.no_grad()`)"
+    return f"stop the KL's gradient before it enters the reward: `{stop(framework, 'kl')}`"
+
+
+def k1_reward_help(framework: Framework) -> str:
+    """KL302."""
+    return (f"use k1 in the reward: `kl = {stop(framework, 'logp - ref_logp', atom=False)}`, "
+            "with returns or GAE over the whole response")
+
+
+def live_kl_help(framework: Framework) -> str:
+    """KL104."""
+    return f"compute the KL term from the live policy log-probs, {_NO_GRAD[framework]}"
+
+
+def importance_weight_help(framework: Framework) -> str:
+    """KL401."""
+    weight = f"{_EXP[framework]}(logp - old_logp)"
+    return f"multiply the KL term by the importance weight `{weight}` (live with k3, `{stop(framework, weight)}` with k2)"
+
+
+def token_ratio_help(framework: Framework) -> str:
+    """KL402."""
+    return f"weight each token's KL with its own ratio `{_EXP[framework]}(logp - old_logp)`"
+
+
+def rollout_ratio_help(framework: Framework) -> str:
+    """KL403."""
+    return (f"use the rollout log-probs: `{_EXP[framework]}(logp - old_logp)` "
+            f"(or `{_EXP[framework]}(logp - {stop(framework, 'logp')})` on-policy)")
+
+
+def clamp_first_help(framework: Framework) -> str:
+    """KL601."""
+    return f"clamp the log-ratio before `exp` (e.g. `{_CLIP[framework]}`), then clamp the result if needed"
+
+
+# -- configurations ----------------------------------------------------------------------------------------------
+
+def _quoted(options: Iterable[str], default: str | None) -> str:
+    words = [repr(o) + (" (the default)" if o == default else "") for o in options]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _simplified(conditions: tuple[Condition, ...]) -> list[Condition]:
+    """One condition per value: a value known to be one of some options needs no "is not" next to it."""
+    merged: dict[tuple[str, bool], Condition] = {}
+    for condition in conditions:
+        key = (condition.name, condition.negated)
+        known = merged.get(key)
+        if known is None:
+            merged[key] = condition
+        elif not condition.negated:  # both hold: the options common to both
+            common = tuple(o for o in known.options if o in condition.options) or condition.options
+            merged[key] = Condition(condition.name, common, False, known.default or condition.default)
+        else:
+            merged[key] = Condition(condition.name, tuple(dict.fromkeys(known.options + condition.options)), True,
+                                    known.default or condition.default)
+    return [c for c in merged.values() if not (c.negated and (c.name, False) in merged)]
+
+
+def describe_conditions(conditions: tuple[Condition, ...], other_defaults: bool = True) -> str:
+    """`` `self.config.kl_loss_type` is 'low_var_kl' (the default) `` for the branch conditions of
+    one path, each value named once; empty for code that runs unconditionally. A default that is
+    not among the options is said too (`(default 'kl')`) unless `other_defaults` is false."""
+    parts = []
+    for condition in _simplified(conditions)[-2:]:
+        default = condition.default
+        text = f"`{condition.name}` is {'not ' if condition.negated else ''}{_quoted(condition.options, default)}"
+        if other_defaults and default is not None and default not in condition.options:
+            text += f" (default {default!r})"
+        parts.append(text)
+    return " and ".join(parts)
+
+
+def unnamed_defaults(paths: list[tuple[Condition, ...]]) -> str:
+    """` (`kl_penalty` defaults to 'kl')` for the values whose default is none of the options
+    named in `paths` (said once, after all of them); empty when there is none."""
+    defaults: dict[str, str] = {}
+    named: dict[str, set[str]] = {}
+    for path in paths:
+        for condition in path:
+            if condition.default is not None:
+                defaults.setdefault(condition.name, condition.default)
+            if not condition.negated:
+                named.setdefault(condition.name, set()).update(condition.options)
+    missing = [f"`{name}` defaults to {default!r}" for name, default in defaults.items()
+               if default not in named.get(name, set())]
+    return f" ({'; '.join(missing)})" if missing else ""
+
+
+def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> str:
+    """The configurations of several paths to one finding, each value named once: paths that
+    differ only in the options of one value are joined (`is 'k3' or 'low_var_kl'`); with
+    `defaults`, the defaults that are none of the options follow once (`unnamed_defaults`)."""
+    groups: dict[tuple, list[tuple[Condition, ...]]] = {}
+    for path in paths:
+        simple = tuple(_simplified(path))
+        key = tuple((c.name, c.negated) for c in simple) + tuple(c for c in simple[:-1])
+        if simple and simple[-1].negated:
+            key += (simple[-1],)  # `is not 'a'` or `is not 'b'` is not `is not 'a' or 'b'`
+        groups.setdefault(key, []).append(simple)
+    texts = []
+    for members in groups.values():
+        last = members[0][-1] if members[0] else None
+        if last is None:
+            continue
+        options = tuple(dict.fromkeys(o for m in members for o in m[-1].options))
+        default = next((m[-1].default for m in members if m[-1].default is not None), None)
+        joined = members[0][:-1] + (Condition(last.name, options, last.negated, default),)
+        texts.append(describe_conditions(joined, other_defaults=False))
+    texts = list(dict.fromkeys(texts))
+    text = "; or when ".join(texts[:4]) + ("; ..." if len(texts) > 4 else "")
+    return text + (unnamed_defaults(paths) if defaults and text else "")
