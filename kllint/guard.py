@@ -120,28 +120,45 @@ class _Budget(AnalysisStopped):
 WALL_FACTOR = 10.0
 
 
-def _cpu_seconds(thread: threading.Thread) -> float | None:
-    """CPU time the thread has used (None where the platform cannot tell)."""
+def _own_cpu_clock() -> int | None:
+    """The CPU-time clock of the calling thread (None where the platform has none)."""
     try:
-        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))  # type: ignore[arg-type]
+        return time.pthread_getcpuclockid(threading.get_ident())
     except (AttributeError, OSError, OverflowError, TypeError):
         return None
 
 
-def _wait(thread: threading.Thread, budget: float | None) -> None:
+def _cpu_seconds(clock: int) -> float | None:
+    """CPU time used by the thread of `clock` (None once the thread is gone).
+
+    The clock is taken by the thread itself when it starts: asking `pthread_getcpuclockid` for
+    the clock of a thread that has just ended reads its freed thread structure (which lives on
+    its stack, unmapped at exit) and crashed the process with a segmentation fault."""
+    try:
+        return time.clock_gettime(clock)
+    except (OSError, OverflowError, TypeError):
+        return None
+
+
+def _wait(thread: threading.Thread, budget: float | None, clock: dict[str, Any]) -> None:
     """Wait for `thread` until it ends or has used `budget` seconds of CPU time (a loaded
     machine must not stop analyses that are merely slowed down), or a wall-clock backstop of
-    `WALL_FACTOR` times the budget (at least a minute) has passed."""
+    `WALL_FACTOR` times the budget (at least a minute) has passed. `clock["id"]` is the
+    thread's CPU clock, set by the thread when it starts (None: the platform has none)."""
     if not budget:
         thread.join()
         return
     deadline = time.monotonic() + max(budget * WALL_FACTOR, 60.0)
     while thread.is_alive():
         thread.join(min(0.25, budget))
-        used = _cpu_seconds(thread)
-        if used is None:  # no per-thread clock: wall time
+        if "id" not in clock:  # not started yet
+            continue
+        if clock["id"] is None:  # no per-thread clock: wall time
             thread.join(budget)
             return
+        used = _cpu_seconds(clock["id"])
+        if used is None:  # the thread has ended
+            continue
         if used >= budget or time.monotonic() >= deadline:
             return
 
@@ -155,8 +172,10 @@ def call_with_limits(function: Callable[..., T], *args: Any, budget: float | Non
         AnalysisStopped: the budget ran out (the analysing thread was interrupted).
     """
     outcome: dict[str, Any] = {}
+    clock: dict[str, Any] = {}
 
     def body() -> None:
+        clock["id"] = _own_cpu_clock()
         try:
             outcome["value"] = function(*args, **kwargs)
         except _Budget:
@@ -174,7 +193,7 @@ def call_with_limits(function: Callable[..., T], *args: Any, budget: float | Non
     thread.start()
     threading.stack_size(previous)
     try:
-        _wait(thread, budget)
+        _wait(thread, budget, clock)
     except BaseException:  # Ctrl+C, SIGTERM: stop the analysis too
         _raise_in(thread, _Budget)
         raise
