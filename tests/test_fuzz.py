@@ -37,11 +37,22 @@ pytestmark = pytest.mark.fuzz
 
 
 def _python_accepts(data: bytes) -> bool:
-    """Whether CPython's parser takes the bytes (decoded as Python does) in a fresh-ish stack."""
+    """Whether CPython's parser takes the bytes (decoded as Python does) in a fresh-ish stack,
+    or they are valid newer Python that kllint checks all the same (`kllint.compat`: PEP 695
+    type parameters on Python 3.11)."""
     try:
         ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        from kllint.compat import newer_syntax_outline
+
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        if not isinstance(error, SyntaxError):
+            return False
+        outline, _ = newer_syntax_outline(text, error)
+        return outline is not None
     return True
 
 
