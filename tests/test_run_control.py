@@ -46,9 +46,12 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
         (tmp_path / f"m{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
     (tmp_path / "slow.py").write_text(SLOW)  # keeps a worker busy: no time budget
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # an ignored SIGINT is inherited across exec: a test earlier in the same session may have left
+    # the test process ignoring it (as pool workers do), and the child would then never see Ctrl+C
     process = subprocess.Popen([sys.executable, "-m", "kllint", "check", "--no-cache", "-j", "2",
                                 "--time-budget", "0", "."], cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         workers: set[int] = set()
