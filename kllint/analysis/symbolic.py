@@ -201,8 +201,10 @@ def _compile(expr: sp.Expr):
         value = float(expr)
         return lambda point: value
     if isinstance(expr, _NEVER_NUMERIC):
-        return lambda point: None
+        return _never
     parts = [_compile(arg) for arg in expr.args]
+    if any(p is _never for p in parts):
+        return _never  # a function of a value that is never a number is never one (as with evalf)
     if any(p is None for p in parts):
         return None
     if expr.is_Add:
@@ -224,6 +226,10 @@ def _compile(expr: sp.Expr):
     if isinstance(expr, (sp.Max, sp.Min)):
         pick = max if isinstance(expr, sp.Max) else min
         return lambda point: pick(p(point) for p in parts)
+    return None
+
+
+def _never(point: dict) -> None:
     return None
 
 
