@@ -22,14 +22,6 @@ COMPRESS_OPS = 40
 _UNKNOWN = object()
 
 
-def _larger_than(expr: sp.Expr, limit: int) -> bool:
-    """Whether the expression tree has more than `limit` nodes (stops counting early)."""
-    for count, _ in enumerate(sp.preorder_traversal(expr), 1):
-        if count > limit:
-            return True
-    return False
-
-
 class Algebra:
     """Expression building for one analysed file (shared by all frames)."""
 
@@ -48,7 +40,7 @@ class Algebra:
         return Tensor(self.table.fresh(name or "t", positive=positive) if positive else self.table.fresh(name or "t", real=True))
 
     def number(self, value: float) -> Tensor:
-        return Tensor(sp.nsimplify(value) if isinstance(value, float) and float(value).is_integer() else sp.Number(value))
+        return Tensor(sp.Integer(int(value)) if isinstance(value, float) and float(value).is_integer() else sp.Number(value))
 
     # -- classification helpers -------------------------------------------------------------
     def is_kl_candidate(self, t: Tensor) -> bool:
@@ -297,7 +289,7 @@ class Algebra:
     def compress(self, expr: sp.Expr) -> sp.Expr:
         """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only
         which log-probs they depend on: their structure never matters to the rules."""
-        if expr.is_Atom or not _larger_than(expr, COMPRESS_OPS) or self.kl_symbols(expr):
+        if expr.is_Atom or self.sizes.size(expr) <= COMPRESS_OPS or self.kl_symbols(expr):
             return expr
         roles = sorted(self.table.role_symbols(expr), key=str)
         if not roles:

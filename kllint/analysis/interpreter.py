@@ -109,6 +109,26 @@ class KLDivModule:
     log_target: bool
 
 
+
+_TEXTS: dict = {}
+
+
+def _text(expr: sp.Expr) -> str:
+    """`str(expr)`, memoised (sympy's printer is slow and the same values are named often)."""
+    if type(expr) is sp.Symbol:
+        return expr.name
+    text = _TEXTS.get(expr)
+    if text is None:
+        if len(_TEXTS) > 20_000:
+            _TEXTS.clear()
+        text = _TEXTS[expr] = str(expr)
+    return text
+
+
+def _stem(expr: sp.Expr) -> str:
+    """The name an opaque value was made from (`t__12` -> `t`)."""
+    return _text(expr).split("__")[0]
+
 class Interpreter:
     """Runs the entry points of one module and collects facts."""
 
@@ -121,7 +141,7 @@ class Interpreter:
         self.algebra = Algebra()
         self.fields = FieldStore(self.algebra)  # values kept on containers (`experience.kl = kl`)
         self.facts: list[Any] = []
-        self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo]] = {}
+        self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo, cst.CSTNode | None]] = {}
         self.steps = 0
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
@@ -207,19 +227,21 @@ class Interpreter:
         try:
             action()
         except Budget:
-            self._abandon(function, node, f"step budget of {MAX_STEPS:,} exhausted")
+            self._abandon(function, node, f"step budget of {MAX_STEPS:,} exhausted", root=node)
         except RecursionError:
-            self._abandon(function, node, "nesting too deep for the interpreter")
+            self._abandon(function, node, "nesting too deep for the interpreter", root=node)
 
-    def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None) -> None:
-        """Record that the analysis gave up on `function` (never silently: `kllint check -v`)."""
-        self._abandoned.setdefault((function, reason), (node, module or self.entry))
+    def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
+                 root: cst.CSTNode | None = None) -> None:
+        """Record that the analysis gave up on `function` (never silently: `kllint check -v`);
+        `root`, the definition holding `node`, spares positioning every other definition."""
+        self._abandoned.setdefault((function, reason), (node, module or self.entry, root))
 
     def abandoned(self) -> list[Abandoned]:
         """What the analysis gave up on, each with the line where it happened."""
         records = []
-        for (function, reason), (node, module) in self._abandoned.items():
-            line = module.span(node).line if node is not None else 1
+        for (function, reason), (node, module, root) in self._abandoned.items():
+            line = module.span(node, root).line if node is not None else 1
             records.append(Abandoned(function, module.display, line, reason))
         return records
 
@@ -404,7 +426,7 @@ class Interpreter:
                     self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
                                    root=frame.root)
                 except Budget:
-                    self._abandon(node.name.value, node, f"step budget of {MAX_STEPS:,} exhausted")
+                    self._abandon(node.name.value, node, f"step budget of {MAX_STEPS:,} exhausted", root=frame.root)
                 self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
@@ -797,7 +819,7 @@ class Interpreter:
         if name in frame.env:
             value = frame.env[name]
             if isinstance(value, Tensor) and value.expr in (LP, LPD, REF, OLD):
-                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(str(value.expr))
+                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(_text(value.expr))
             return value
         if frame.closure is not None and name in frame.closure:
             return frame.closure[name]
@@ -961,13 +983,13 @@ class Interpreter:
             # an attribute of an opaque object (`batch.old_log_probs`, `self.accelerator.backward`);
             # `manager.compute_logprobs` is a method, not a tensor
             if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
-                return _Attr(str(base.expr).split("__")[0], attr)
+                return _Attr(_stem(base.expr), attr)
             stored = self.stored_field(attr)
             if stored is not None:
                 return stored
-            named = (self.role_from_name(attr, detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
+            named = (self.role_from_name(attr, detached_source=not roles.is_output_name(_stem(base.expr)))
                      if not roles.is_backbone_attribute(attr) else None)
-            return named if named is not None else _Attr(str(base.expr).split("__")[0], attr)
+            return named if named is not None else _Attr(_stem(base.expr), attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
@@ -1049,7 +1071,7 @@ class Interpreter:
                 if stored is not None:
                     return stored
                 keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
-                                             detached_source=not roles.is_output_name(str(base.expr).split("__")[0]))
+                                             detached_source=not roles.is_output_name(_stem(base.expr)))
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
                     return keyed
             return base
@@ -1164,7 +1186,7 @@ class Interpreter:
             if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
                 self._abandon(frame.function, node, f"call of `{ref.qualname}` not followed (call depth limit "
                                                     f"{MAX_DEPTH}) with log-probs or KL terms among its arguments",
-                              frame.module)
+                              frame.module, frame.root)
             return Unknown(ref.qualname)
         memo_key = None
         values = list(args) + [kwargs[k] for k in sorted(kwargs)]
