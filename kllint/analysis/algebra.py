@@ -114,7 +114,7 @@ class Algebra:
         key = (t.expr, t.anchor)
         symbol = self._wrapped.get(key)
         if symbol is None:
-            symbol = self.table.fresh("K", real=True)
+            symbol = self.table.fresh("K", "kl_term", real=True)
             self._wrapped[key] = symbol
             per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
             self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token,
@@ -139,7 +139,7 @@ class Algebra:
     def analytic_kl(self, live: bool, anchor: Anchor, assumed: bool = False) -> Tensor:
         """A per-token analytic KL(pi || ref) over the vocabulary (kl_divergence, sum p log p/q);
         `assumed`: the policy's gradient comes from a name (a parameter `logp`)."""
-        symbol = self.table.fresh("K", real=True)
+        symbol = self.table.fresh("K", "kl_term", real=True)
         expr = sp.Function("AnalyticKL")(LP if live else LPD, REF)
         self.kterms[symbol] = KLTerm(symbol, expr, EstimatorMatch("analytic", 1.0), anchor, (), (), per_token=True,
                                      assumed=assumed)
@@ -147,7 +147,7 @@ class Algebra:
 
     def named_kl(self, name: str, anchor: Anchor, per_token: bool) -> Tensor:
         """A tensor named as a KL estimate whose form is not visible (e.g. a parameter `kl`)."""
-        symbol = self.table.fresh("Kp", real=True)
+        symbol = self.table.fresh("Kp", "named_kl", real=True)
         self.kterms[symbol] = KLTerm(symbol, symbol, None, anchor, (), (), per_token=per_token)
         return Tensor(symbol)
 
@@ -186,7 +186,7 @@ class Algebra:
 
     def _detached_term(self, symbol: sp.Symbol) -> sp.Symbol:
         term = self.kterms[symbol]
-        new = self.table.fresh("K", real=True)
+        new = self.table.fresh("K", "kl_term", real=True)
         self.kterms[new] = KLTerm(new, self.detach_expr(term.expr), term.estimator, term.anchor, term.trace,
                                   term.call_sites, per_token=term.per_token, reduced=term.reduced)
         return new

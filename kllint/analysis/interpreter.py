@@ -701,7 +701,7 @@ class Interpreter:
             if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
                 epoch_loop = epoch_loop or iter_source
         carried = [n for n in assigned if n in frame.env]
-        placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", real=True)) for n in carried}
+        placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", "loop", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
         accumulators: dict[str, Value] = {}
         probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop)

@@ -35,6 +35,33 @@ ON_POLICY = {LPD: LP, OLD: LP}  # stop-gradients and the rollout policy equal th
 _FREE: dict[sp.Basic, frozenset] = {}
 
 
+class InternalSymbol(sp.Symbol):
+    """A symbol the analysis makes for its own bookkeeping, told apart from the opaque values of
+    the analysed code by its class (never by its name: an analysed variable may be called `K`)."""
+
+
+class KLTermSymbol(InternalSymbol):
+    """Stands for a KL estimate that met other terms (its meaning is a `facts.KLTerm`)."""
+
+
+class NamedKLSymbol(KLTermSymbol):
+    """Stands for a tensor named as a KL estimate whose form is not visible."""
+
+
+class ReductionSymbol(InternalSymbol):
+    """Stands for a reduction over tokens (a `Reduction` of the `SymbolTable`)."""
+
+
+class LoopSymbol(InternalSymbol):
+    """Stands for a value carried around a loop while the loop body is first run."""
+
+
+SYMBOL_KINDS: dict[str, type[sp.Symbol]] = {
+    "opaque": sp.Symbol, "kl_term": KLTermSymbol, "named_kl": NamedKLSymbol, "reduction": ReductionSymbol,
+    "loop": LoopSymbol,
+}
+
+
 def symbols_of(expr: sp.Basic) -> frozenset:
     """`expr.free_symbols`, memoised: sympy walks the whole tree on every call, and the analysis
     asks the same expressions again and again (roles, KL terms, reductions, alternatives)."""
@@ -77,10 +104,11 @@ class SymbolTable:
     _pure: dict = field(default_factory=dict)
     _expanded: dict = field(default_factory=dict)
 
-    def fresh(self, stem: str, **assumptions: bool) -> sp.Symbol:
+    def fresh(self, stem: str, kind: str = "opaque", **assumptions: bool) -> sp.Symbol:
+        """A new symbol named after `stem`, of `kind` (a key of `SYMBOL_KINDS`)."""
         self.counter += 1
         clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in stem)[:40] or "t"
-        return sp.Symbol(f"{clean}__{self.counter}", **assumptions)
+        return SYMBOL_KINDS[kind](f"{clean}__{self.counter}", **assumptions)
 
     def reduce(self, inner: sp.Expr, kind: str = "sum") -> sp.Symbol:
         """The reduction symbol of `inner`: one per (inner, kind), since the analysis does not
@@ -88,7 +116,7 @@ class SymbolTable:
         key = (inner, kind)
         symbol = self._by_inner.get(key)
         if symbol is None:
-            symbol = self.fresh("S" if kind == "sum" else "G", real=True)
+            symbol = self.fresh("S" if kind == "sum" else "G", "reduction", real=True)
             self.reductions[symbol] = Reduction(symbol, inner, kind)
             self._by_inner[key] = symbol
         return symbol

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import libcst as cst
 import sympy as sp
 
-from kllint.analysis.symbolic import symbols_of
+from kllint.analysis.symbolic import InternalSymbol, KLTermSymbol, symbols_of
 from kllint.diagnostics import Span, TraceStep
 
 MAX_ALTERNATIVES = 16
@@ -283,7 +283,7 @@ def _signature(value: Value) -> tuple:
         content = KL_CONTENT.get()
         if content is not None:
             return ("tensor", content(value.expr), value.anchor.node_id if value.anchor else None)
-        kl = frozenset(s.name for s in symbols_of(value.expr) if s.name.startswith(("K__", "Kp__")))
+        kl = frozenset(s.name for s in symbols_of(value.expr) if isinstance(s, KLTermSymbol))
         return ("tensor", kl, value.anchor.node_id if value.anchor else None)
     if isinstance(value, Sequence) and value.items:  # `return loss, metrics`: by what the items hold
         return ("sequence",) + tuple(_signature(item) for item in value.items[:2])
@@ -317,8 +317,7 @@ def _opaque(expr: Any) -> bool:
     if found is None:
         if len(_OPAQUE) > 20_000:
             _OPAQUE.clear()
-        found = _OPAQUE[expr] = all("__" in s.name and not s.name.startswith(("S__", "G__", "K__", "Kp__", "X_"))
-                                    for s in symbols_of(expr))
+        found = _OPAQUE[expr] = all("__" in s.name and not isinstance(s, InternalSymbol) for s in symbols_of(expr))
     return found
 
 
