@@ -19,9 +19,10 @@ import ctypes
 import re
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-import libcst
+if TYPE_CHECKING:  # libcst is imported when a text is parsed: a warm run from the cache never is
+    import libcst
 
 MAX_CHAIN_OPERANDS = 5_000
 MAX_LAMBDA_DEPTH = 500  # libcst's parse of nested lambdas grows quadratically: 2,900 took 42 s and 1.6 GB
@@ -102,6 +103,8 @@ def guarded_parse_module(source: str) -> libcst.Module:
     reason = too_long_chain(source)
     if reason is not None:
         raise RecursionError(reason)
+    import libcst
+
     return libcst.parse_module(source)
 
 

@@ -24,6 +24,9 @@ _BLANKET_NOQA = re.compile(r"#\s*noqa\b(?!\s*:)", re.IGNORECASE)
 _IGNORE = re.compile(r"#\s*kllint\s*:\s*ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
 _FILE_IGNORE = re.compile(r"#\s*kllint\s*:\s*file-ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# a text without this names no kllint code in a suppression (noqa codes of other tools never
+# match a KL code), so it needs no tokenizing: most files carry only `# noqa: E501`-like comments
+_MAY_NAME_KLLINT = re.compile(r"noqa\s*:[^\n]*?KL|kllint\s*:", re.IGNORECASE)
 ALL_CODES = "*"
 
 
@@ -33,6 +36,12 @@ def _codes(text: str) -> set[str]:
 
 def _matches(code: str, selectors: set[str]) -> bool:
     return ALL_CODES in selectors or any(code.startswith(sel) for sel in selectors)
+
+
+def may_name_kllint(text: str) -> bool:
+    """Whether `text` may hold a suppression of a kllint code (a `# noqa:` naming a KL code or
+    a `# kllint:` directive); False is certain, True needs the tokenizer."""
+    return _MAY_NAME_KLLINT.search(text) is not None
 
 
 def comments(text: str) -> list[tuple[int, int, str, bool]]:
@@ -68,7 +77,7 @@ class Suppressions:
     def parse(cls, text: str, blanket_noqa: bool = False) -> "Suppressions":
         """Collect the suppression comments of `text`; a blanket `# noqa` counts only if allowed."""
         result = cls()
-        if "noqa" not in text.lower() and "kllint" not in text.lower():
+        if not (blanket_noqa and "noqa" in text.lower()) and not may_name_kllint(text):
             return result
         found = comments(text)
         comment_lines = {number for number, _column, _comment, alone in found if alone}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kllint.diagnostics import Diagnostic, Fix, Span
 from kllint.rules.registry import BY_CODE
-from kllint.suppression import _FILE_IGNORE, _IGNORE, _NOQA, comments
+from kllint.suppression import _FILE_IGNORE, _IGNORE, _NOQA, comments, may_name_kllint
 
 UNUSED_CODE = "KL901"
 _TOKEN = re.compile(r"[^\s,]+")
@@ -75,7 +75,9 @@ def directives(text: str) -> list[Directive]:
 def unknown_codes(text: str, display: str) -> list[str]:
     """Warnings for codes in suppressions that name no kllint rule (`# noqa: KL999`,
     `# kllint: ignore[K1O2]`); one line each, `path:line:column: ...`."""
-    warnings = []
+    warnings: list[str] = []
+    if not may_name_kllint(text):
+        return warnings
     for directive in directives(text):
         for code, start, _end in directive.codes:
             if directive.kind == "noqa" and not code.startswith("KL"):
