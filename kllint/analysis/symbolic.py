@@ -412,11 +412,24 @@ def _derivative(expr: sp.Expr, table: SymbolTable, memo: dict | None = None) -> 
     return total
 
 
+def _exponents(node: sp.Basic) -> list[sp.Expr]:
+    """The exponents `node` raises e to: its argument for `exp(a)`, and for a product the sum of
+    its exponential factors' arguments as well (`exp(logp) / exp(old)` is `exp(logp - old)`)."""
+    if isinstance(node, sp.exp):
+        return [node.args[0]]
+    if isinstance(node, sp.Mul):
+        exps = [factor.args[0] for factor in node.args if isinstance(factor, sp.exp)]
+        if len(exps) > 1:
+            return [sp.Add(*exps)]
+    return []
+
+
 def _ratio_forms(expr: sp.Expr) -> bool:
-    """Whether `expr` contains an importance weight exp(logp - old) (old: rollout or detached)."""
+    """Whether `expr` contains an importance weight exp(logp - old) (old: rollout or detached),
+    also spelled as a quotient of exponentials `pi / pi_old`."""
     for node in sp.preorder_traversal(expr):
-        if isinstance(node, sp.exp):
-            arg = sp.expand(node.args[0])
+        for exponent in _exponents(node):
+            arg = sp.expand(exponent)
             live = arg.coeff(LP) == 1 or arg.coeff(LPD) == 1
             behaviour = arg.coeff(OLD) == -1 or (arg.coeff(LPD) == -1 and arg.coeff(LP) == 1)
             if live and behaviour and REF not in arg.free_symbols:
@@ -435,21 +448,31 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
             if reduction is not None and node not in seen:
                 seen.add(node)
                 pending.append(reduction.inner)
-    def is_sequence_weight(node: sp.Basic) -> bool:
-        if not isinstance(node, sp.exp):
+    def is_sequence_exponent(exponent: sp.Expr) -> bool:
+        """A sum over tokens of (logp - old): one reduction, or a combination of reductions
+        (`sum(logp) - sum(old)`), with no per-token role outside them."""
+        if exponent.free_symbols & ROLE_SYMBOLS:
             return False
-        for symbol in node.args[0].free_symbols:
-            reduction = table.reductions.get(symbol)
-            if reduction is not None and reduction.kind == "sum":
-                inner_roles = table.role_symbols(reduction.inner)
-                if LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles:
-                    return True
-        return False
+        sums = [s for s in exponent.free_symbols if s in table.reductions and table.reductions[s].kind == "sum"]
+        if not sums:
+            return False
+        inner_roles = table.role_symbols(table.expand_reductions(exponent))
+        return LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles
+
+    def is_sequence_weight(node: sp.Basic) -> bool:
+        return isinstance(node, sp.exp) and is_sequence_exponent(node.args[0])
 
     for node in nodes:
-        if isinstance(node, sp.Mul) and any(is_sequence_weight(f) for f in node.args):
+        if not isinstance(node, sp.Mul):
+            continue
+        weights = [f for f in node.args if is_sequence_weight(f)]
+        if not weights:
+            exps = [f for f in node.args if isinstance(f, sp.exp)]
+            if len(exps) > 1 and is_sequence_exponent(sp.Add(*(f.args[0] for f in exps))):
+                weights = exps  # `exp(sum(logp)) / exp(sum(old))`: the quotient is the weight
+        if weights:
             # the weight must multiply per-token terms (not a sequence-level estimate)
-            others = [f for f in node.args if not is_sequence_weight(f)]
+            others = [f for f in node.args if f not in weights]
             if any(f.free_symbols & ROLE_SYMBOLS and REF in table.role_symbols(f) for f in others):
                 return True
     return False
@@ -483,9 +506,7 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
     grad = strip_clamps(_derivative(expr, table))
     weighted = _ratio_forms(grad) or _sequence_weight(grad, table)
     on_policy = substitute_in_order(grad, ON_POLICY)
-    unit_weights = {node: sp.Integer(1) for node in sp.preorder_traversal(on_policy)
-                    if isinstance(node, sp.exp) and any(table.is_reduction(s) for s in node.args[0].free_symbols)
-                    and is_zero(on_policy_value(node.args[0], table))}
+    unit_weights = _unit_weights(on_policy, table)
     if unit_weights:
         on_policy = on_policy.xreplace(unit_weights)
     reductions = [s for s in on_policy.free_symbols if table.is_reduction(s)]
@@ -501,10 +522,16 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
             mapping[symbol] = sp.Integer(0)
             continue
         scale = proportional(inner, LOGRATIO)
-        if scale is None:
+        if scale is not None:
+            mapping[symbol] = scale * sequence
+            continue
+        linear = _linear_sum(inner, sequence)
+        if linear is None:
             return Coefficient("other", weighted, seq_ratio, level="mixed")
-        mapping[symbol] = scale * sequence
+        mapping[symbol] = linear
     reduced = on_policy.xreplace(mapping)
+    if _SUM_OF_REF in reduced.free_symbols:  # `sum(logp) - sum(ref)` must leave no sum of ref alone
+        return Coefficient("other", weighted, seq_ratio, level="mixed")
     if reduced.free_symbols & ROLE_SYMBOLS:
         return Coefficient("other", weighted, seq_ratio, level="mixed")
     kind, sign = _classify_in(reduced.subs(sequence, LOGRATIO), LOGRATIO)
@@ -513,11 +540,43 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
     return Coefficient(kind, weighted, seq_ratio, sign, level="sequence")
 
 
+_SUM_OF_REF = sp.Symbol("sum_ref", real=True)
+
+
+def _unit_weights(expr: sp.Expr, table: SymbolTable) -> dict[sp.Basic, sp.Expr]:
+    """Sequence-level weights of `expr` that equal 1 on-policy (`exp(sum(logp - old))`, also as
+    the quotient `exp(sum(logp)) / exp(sum(old))`), each mapped to what remains without it."""
+    def unit(exponent: sp.Expr) -> bool:
+        return any(table.is_reduction(s) for s in exponent.free_symbols) and is_zero(on_policy_value(exponent, table))
+
+    found: dict[sp.Basic, sp.Expr] = {}
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.exp) and unit(node.args[0]):
+            found[node] = sp.Integer(1)
+        elif isinstance(node, sp.Mul):
+            exps = [f for f in node.args if isinstance(f, sp.exp)]
+            if len(exps) > 1 and not any(unit(f.args[0]) for f in exps) and unit(sp.Add(*(f.args[0] for f in exps))):
+                found[node] = sp.Mul(*(f for f in node.args if f not in exps))
+    return found
+
+
+def _linear_sum(inner: sp.Expr, sequence: sp.Symbol) -> sp.Expr | None:
+    """The sum over tokens of a per-token value `a * logp + b * ref` (a, b numbers) in terms of
+    the sequence log-ratio D = sum_t (logp_t - ref_t) and the sum of ref: a * D + (a + b) * sum_ref,
+    so that `sum(logp) - sum(ref)` is D. None for any other value (a constant part included)."""
+    a, b = sp.diff(inner, LP), sp.diff(inner, REF)
+    if not (a.is_number and b.is_number) or inner.free_symbols - {LP, REF}:
+        return None
+    if not is_zero(sp.expand(inner - a * LP - b * REF)):
+        return None
+    return a * sequence + (a + b) * _SUM_OF_REF
+
+
 def _sequence_weight(expr: sp.Expr, table: SymbolTable) -> bool:
     """exp(sum_t (logp_t - old_t)): a sequence-level importance weight."""
     for node in sp.preorder_traversal(expr):
-        if isinstance(node, sp.exp):
-            argument = table.expand_reductions(node.args[0])
-            if argument != node.args[0] and _ratio_forms(sp.exp(argument)):
+        for exponent in _exponents(node):
+            argument = table.expand_reductions(exponent)
+            if argument != exponent and _ratio_forms(sp.exp(argument)):
                 return True
     return False
