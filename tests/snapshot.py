@@ -25,6 +25,8 @@ SHOWN_DIFFERENCES = 25
 FIELDS_SHOWN = 4
 TEXT_SHOWN = 160
 
+STOPPED = "analysis stopped after"  # the KL900 message of a file that ran out of its time budget
+
 _RUNS: dict[Path, Any] = {}
 
 
@@ -116,6 +118,33 @@ def snapshot_of_files(files: list[Path], root: Path) -> dict[str, Any]:
     return {"files": dict(sorted(found.items())), "internal_errors": dict(sorted(errors.items()))}
 
 
+def snapshot_of_reports(reports: Path) -> dict[str, Any]:
+    """The snapshot of the JSON reports tests/devset_tee.py kept in the folder `reports` (one
+    per checked tree): every finding per `<tree name>/<path in the tree>`, and each tree's exit
+    code (a tree whose run failed, exit 2, fails the snapshot with kllint's stderr).
+
+    A file whose analysis ran out of its time budget (KL900 "analysis stopped") is listed under
+    `stopped` instead: how far a file near the budget gets depends on the machine, so
+    `differences` leaves the files stopped in either snapshot out of the comparison."""
+    files: dict[str, list] = {}
+    exits: dict[str, int] = {}
+    stopped: set[str] = set()
+    for report in sorted(reports.glob("*.json")):
+        run = json.loads(report.read_text(encoding="utf-8"))
+        root = Path(run["root"])
+        exits[root.name] = run["exit"]
+        assert run["exit"] in (0, 1), f"kllint exit {run['exit']} on {root.name}: {run['stderr_tail']}"
+        for finding in json.loads(run["stdout"] or "[]"):
+            finding = normalise(finding, root)
+            name = f"{root.name}/{finding['path']}"
+            if finding["code"] == "KL900" and finding["message"].startswith(STOPPED):
+                stopped.add(name)
+            else:
+                files.setdefault(name, []).append(finding)
+    return {"exit_codes": dict(sorted(exits.items())), "stopped": sorted(stopped),
+            "files": {name: sort_findings(found) for name, found in sorted(files.items())}}
+
+
 def dumps(snapshot: dict[str, Any]) -> str:
     """The committed text of a snapshot: sorted keys, one field per line, a final newline."""
     return json.dumps(snapshot, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -196,15 +225,17 @@ def _file_differences(name: str, recorded: list[dict], current: list[dict]) -> l
 
 def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """What changed from the recorded snapshot to the current one, one line per finding (files
-    that appeared or disappeared, findings gone or new, findings whose fields changed)."""
+    that appeared or disappeared, findings gone or new, findings whose fields changed). Files
+    listed under `stopped` (time budget) in either are not compared."""
     out: list[str] = []
     for key in sorted(set(recorded) | set(current)):
-        if key == "files":
+        if key in ("files", "stopped"):
             continue
         if recorded.get(key) != current.get(key):
             out += [f"{key}: {line}" for line in field_differences(recorded.get(key), current.get(key))]
     old_files, new_files = recorded.get("files", {}), current.get("files", {})
-    for name in sorted(set(old_files) | set(new_files)):
+    volatile = set(recorded.get("stopped", ())) | set(current.get("stopped", ()))
+    for name in sorted((set(old_files) | set(new_files)) - volatile):
         if name not in new_files:
             out.append(f"{name}: no longer in the corpus (had {len(old_files[name])} findings)")
         elif name not in old_files:
@@ -224,9 +255,9 @@ def check_snapshot(golden: Path, current: dict[str, Any]) -> None:
         return
     assert golden.is_file(), f"{golden.name} is not recorded: run with {UPDATE_VARIABLE}=1 to record it"
     recorded = json.loads(golden.read_text(encoding="utf-8"))
-    if recorded == json.loads(text):
+    found = differences(recorded, json.loads(text))
+    if not found:
         return
-    found = differences(recorded, json.loads(text)) or ["(the texts differ in formatting only)"]
     shown = "\n  ".join(found[:SHOWN_DIFFERENCES])
     more = f"\n  ... and {len(found) - SHOWN_DIFFERENCES} more" if len(found) > SHOWN_DIFFERENCES else ""
     shown_path = golden.relative_to(GOLDEN.parent.parent) if golden.is_relative_to(GOLDEN.parent.parent) else golden

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from snapshot import GOLDEN, check_snapshot, differences, field_differences, snapshot_of_files
+from snapshot import GOLDEN, analyse, check_snapshot, differences, field_differences, snapshot_of_files
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -111,3 +111,39 @@ def test_a_difference_fails_with_the_hint(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv(UPDATE_VARIABLE, "1")
     check_snapshot(golden, {"files": {"a.py": [_finding(line=9)]}})
     assert '"line": 9' in golden.read_text()
+
+
+def test_devset_tee_passes_kllint_through_and_keeps_its_report(tmp_path: Path) -> None:
+    """The development-set run goes through tests/devset_tee.py: its copy of the CLI's JSON report
+    gives the same records as the library run (without `estimate`, which JSON does not carry)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from snapshot import record, snapshot_of_reports
+
+    tree = tmp_path / "demo-1.0"
+    source = FIXTURES / "fixes" / "kl102_grpo_token_k3.py"
+    (tree / "pkg").mkdir(parents=True)
+    shutil.copy(source, tree / "pkg" / source.name)
+    reports = tmp_path / "reports"
+    command = [sys.executable, str(ROOT / "tests" / "devset_tee.py"), str(reports),
+               "check", str(tree), "--output-format", "json", "--no-cache"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert '"code": "KL102"' in done.stdout
+    snapshot = snapshot_of_reports(reports)
+    assert snapshot["exit_codes"] == {"demo-1.0": 1}
+    [(name, found)] = snapshot["files"].items()
+    assert name == "demo-1.0/pkg/kl102_grpo_token_k3.py"
+    library = [record(d, tree) for d in analyse(tree / "pkg" / source.name).diagnostics]
+    assert found == [{k: v for k, v in r.items() if k != "estimate"} for r in library]
+    assert {f["code"] for f in found} == {"KL102", "KL201"}
+
+
+def test_files_stopped_by_the_time_budget_are_not_compared() -> None:
+    old = {"stopped": ["t/slow.py"], "files": {"a.py": [_finding()]}}
+    new = {"stopped": [], "files": {"a.py": [_finding()], "t/slow.py": [_finding(path="t/slow.py")]}}
+    assert differences(old, new) == []
+    assert differences(old, {"stopped": [], "files": {"t/slow.py": []}}) == [
+        "a.py: no longer in the corpus (had 1 findings)"]
