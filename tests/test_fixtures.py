@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from extra_cases import SKIP_REASON, extra_cases_dir
+from snapshot import analyse
 
 from kllint.rules.registry import BY_CODE, OPT_IN, RULES
 
@@ -156,10 +157,8 @@ def _describe(diagnostic, file: Path) -> str:
 
 
 def check_annotated_file(file: Path) -> None:
-    from kllint.api import check_paths
-
     notes = parse_annotations(file)
-    result = check_paths([str(file)])
+    result = analyse(file)  # `check_paths([file])`, shared with tests/test_snapshot.py
     diagnostics = list(result.diagnostics)
     source = file.read_text(encoding="utf-8").splitlines()
 
