@@ -43,13 +43,6 @@ def detach(expr: sp.Expr) -> sp.Expr:
 
 WD = detach(W)
 
-QUOTIENT_WEIGHT = ("an importance weight spelled as a quotient exp(logp) / exp(old) (pi / pi_old) is not seen as "
-                   "weighted: only logp - old inside one exp() counts")
-SUM_DIFFERENCE = ("a sequence log-ratio spelled as a difference of two sums, sum(logp) - sum(ref), is not "
-                  "recognised: each reduction must itself be proportional to the log-ratio")
-SEQUENCE_RATIO_SUMS = ("a sequence ratio spelled exp(sum(logp) - sum(old)) is not recognised: sequence_ratio needs "
-                       "one reduction of (logp - old) in the exponent")
-
 
 @dataclass(frozen=True)
 class Row:
@@ -149,12 +142,9 @@ ROWS = [
     Row("exp(logp - old) * k1", lambda t: W * D, "k1", 1, "reverse", weighted=True),
     Row("exp(logp - old).detach() * k1", lambda t: WD * D, "k1", 1, "constant", weighted=True),
     Row("k3 * exp(old - logp), inverted ratio", lambda t: K3 * sp.exp(OLD - LP), "k3", 1, "other"),
-    Row("k3 * pi / pi_old", lambda t: K3 * PI / POLD, "k3", 1, "reverse", weighted=True,
-        gradient_bug=QUOTIENT_WEIGHT),
-    Row("k3 * exp(logp) / exp(logp.detach())", lambda t: K3 * PI / sp.exp(LPD), "k3", 1, "reverse", weighted=True,
-        gradient_bug=QUOTIENT_WEIGHT),
-    Row("(pi / pi_old).detach() * k2", lambda t: sp.exp(LPD) / POLD * K2, "k2", 1, "reverse", weighted=True,
-        gradient_bug=QUOTIENT_WEIGHT),
+    Row("k3 * pi / pi_old", lambda t: K3 * PI / POLD, "k3", 1, "reverse", weighted=True),
+    Row("k3 * exp(logp) / exp(logp.detach())", lambda t: K3 * PI / sp.exp(LPD), "k3", 1, "reverse", weighted=True),
+    Row("(pi / pi_old).detach() * k2", lambda t: sp.exp(LPD) / POLD * K2, "k2", 1, "reverse", weighted=True),
     # --- sequence-level estimators -------------------------------------------------------------------
     Row("sequence k2: 0.5 * sum(d) ** 2", lambda t: _sum(t, D) ** 2 / 2, "k2", 1, "sequence", level="sequence"),
     Row("sequence k2: 0.5 * sum(ref - logp) ** 2", lambda t: _sum(t, ND) ** 2 / 2, "k2", 1, "sequence",
@@ -166,7 +156,7 @@ ROWS = [
     Row("sequence k3: exp(-sum d) - 1 + sum d", lambda t: sp.exp(-_sum(t, D)) - 1 + _sum(t, D), "k3", 1, "forward",
         level="sequence"),
     Row("sequence k2: 0.5 * (sum(logp) - sum(ref)) ** 2", lambda t: (_sum(t, LP) - _sum(t, REF)) ** 2 / 2,
-        "k2", 1, "sequence", level="sequence", gradient_bug=SUM_DIFFERENCE),
+        "k2", 1, "sequence", level="sequence"),
     # --- score-function surrogates: logp * stopgrad(credit) ------------------------------------------
     Row("surrogate: logp * d.detach()", lambda t: LP * detach(D), None, None, "reverse"),
     Row("surrogate: -logp * (ref - logp).detach()", lambda t: -LP * detach(ND), None, None, "reverse"),
@@ -186,7 +176,7 @@ ROWS = [
         level="mixed"),
     Row("surrogate with a live reward-to-go", lambda t: LP * _rtg(t, D), None, None, "other", level="mixed"),
     Row("surrogate with the return sum(logp).detach() - sum(ref)", lambda t: LP * (_sum(t, LPD) - _sum(t, REF)),
-        None, None, "sequence", level="sequence", gradient_bug=SUM_DIFFERENCE),
+        None, None, "sequence", level="sequence"),
     # --- sequence-level importance ratios on per-token terms ---------------------------------------
     Row("exp(sum(logp - old)) * k3", lambda t: sp.exp(_sum(t, LP - OLD)) * K3, "k3", 1, "reverse", weighted=True,
         sequence_ratio=True),
@@ -197,10 +187,9 @@ ROWS = [
     Row("exp(sum(logp - old)) * sum(k3): a sequence weight on a sequence term",
         lambda t: sp.exp(_sum(t, LP - OLD)) * _sum(t, K3), "k3", 1, "other", weighted=True, level="mixed"),
     Row("exp(sum(logp) - sum(old)) * k3", lambda t: sp.exp(_sum(t, LP) - _sum(t, OLD)) * K3, "k3", 1, "reverse",
-        weighted=True, sequence_ratio=True, gradient_bug=SEQUENCE_RATIO_SUMS),
+        weighted=True, sequence_ratio=True),
     Row("exp(sum(logp)) / exp(sum(old)) * k3", lambda t: sp.exp(_sum(t, LP)) / sp.exp(_sum(t, OLD)) * K3, "k3", 1,
-        "reverse", weighted=True, sequence_ratio=True,
-        gradient_bug=SEQUENCE_RATIO_SUMS + "; as a quotient it is not even a weight (kind other, level mixed)"),
+        "reverse", weighted=True, sequence_ratio=True),
 ]
 
 
