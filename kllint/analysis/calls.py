@@ -4,7 +4,7 @@ and a few APIs are judged on the spot (kl_div arguments, reference forwards, cla
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import libcst as cst
 import sympy as sp
@@ -13,15 +13,18 @@ from sympy.core.function import AppliedUndef
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
+from kllint.analysis.callables import BoundMethod, KLDivModule, UnresolvedAttribute, string_method
 from kllint.analysis.facts import CallFact, ClampFact, SinkKind
-from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp
+from kllint.analysis.fields import KEY_FIELD, constructor_fields
+from kllint.analysis.module import dotted_name
+from kllint.analysis.protocols import FrameLike, InterpreterLike
+from kllint.analysis.symbolic import (
+    LOGRATIO, LP, LPD, OLD, REF, Clamp, classify_value, on_policy_value, proportional,
+)
 from kllint.analysis.values import (
     Alts, ClassRef, ConfigValue, FunctionRef, GradOf, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
-
-if TYPE_CHECKING:
-    from kllint.analysis.interpreter import Frame, Interpreter
 
 ROLE_SYMBOL = {"policy": LP, "reference": REF}
 # Methods returning a part of the same network (HF, PEFT): its role is the network's.
@@ -30,10 +33,8 @@ SUBMODULE_GETTERS = frozenset({"get_decoder", "get_encoder", "get_base_model", "
 FORWARD_METHODS = ("forward", "__call__", "get_logits", "compute_logits", "apply")
 
 
-def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-             frame: "Frame") -> Value:
-    from kllint.analysis.interpreter import KLDivModule, _Attr, _BoundMethod
-
+def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+             frame: FrameLike) -> Value:
     vocabulary = vocab_call(it, node, args, frame)
     if vocabulary is not None:
         return vocabulary
@@ -44,8 +45,6 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
-        from kllint.analysis.fields import constructor_fields
-
         init = it.find_method(func, "__init__")
         for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
             it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
@@ -56,10 +55,8 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
         return it.call_function(method, args, kwargs, node, frame) if method is not None else Unknown(func.cls.name)
     if isinstance(func, ModuleRef):
         return library_call(it, func.qualname, args, kwargs, node, frame)
-    if isinstance(func, _BoundMethod):
+    if isinstance(func, BoundMethod):
         if isinstance(func.obj, Literal):
-            from kllint.analysis.interpreter import string_method
-
             return string_method(func.obj.value, func.name, args)
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
@@ -85,15 +82,13 @@ def dispatch(it: "Interpreter", func: Value, args: list[Value], kwargs: dict[str
     if isinstance(func, KLDivModule):
         return kl_div(it, args[0] if args else kwargs.get("input"), args[1] if len(args) > 1 else kwargs.get("target"),
                       func.reduction, func.explicit, func.log_target, node, frame, "nn.KLDivLoss")
-    if isinstance(func, _Attr):
+    if isinstance(func, UnresolvedAttribute):
         return unknown_call(it, func.attr, args, kwargs, node, frame)
     if isinstance(func, Unknown):
         return unknown_call(it, func.name, args, kwargs, node, frame)
     # a callable the analysis cannot resolve (a loss function read from a registry or an
     # attribute, a Flax `apply_fn`): given a network, it is a forward of it; else its result
     # still depends on its tensor arguments
-    from kllint.analysis.module import dotted_name
-
     network = model_argument(list(args))
     if network is not None:
         value = Tensor(ROLE_SYMBOL.get(network.role, LP), space="logits")
@@ -127,13 +122,11 @@ def model_argument(values: list[Value], depth: int = 0) -> Model | None:
     return None
 
 
-def vocab_call(it: "Interpreter", node: cst.Call, args: list[Value], frame: "Frame") -> Value | None:
+def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: FrameLike) -> Value | None:
     """Calls of names the project declared in `[tool.kllint.vocab]` (matched on the last name)."""
     vocab = it.vocab
     if vocab is None or not args:
         return None
-    from kllint.analysis.module import dotted_name
-
     name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
     if name in vocab.stop_gradient_functions:
         return it.detach_value(args[0])
@@ -149,7 +142,7 @@ def vocab_call(it: "Interpreter", node: cst.Call, args: list[Value], frame: "Fra
     return None
 
 
-def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> Value:
+def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
     """A network's forward pass: logits of the model's role; reference forwards with gradient
     tracking on are reported (KL503, PyTorch only)."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
@@ -169,7 +162,7 @@ def forward(it: "Interpreter", model: Model, node: cst.Call, frame: "Frame") -> 
     return it.algebra.detach(value) if frame.no_grad else value
 
 
-def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
+def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:
     """Whether the network was frozen by `requires_grad_(False)` (on it, or on its parameters) in
     the checked module or in the module running the forward: the frozen network is this one by
     name or, when the value lost its name, by being a reference network."""
@@ -182,8 +175,8 @@ def frozen(it: "Interpreter", model: Model, frame: "Frame") -> bool:
     return model.frozen
 
 
-def grad_call(it: "Interpreter", grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-              frame: "Frame") -> Value:
+def grad_call(it: InterpreterLike, grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+              frame: FrameLike) -> Value:
     """Calling `jax.grad(f)`: `f`'s result (its first element with has_aux) is differentiated with
     respect to its first argument, which carries the policy's parameters."""
     results = []
@@ -214,10 +207,8 @@ def _literal(value: Value | None) -> Any:
     return None
 
 
-def library_call(it: "Interpreter", qualname: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-                 frame: "Frame") -> Value:
-    from kllint.analysis.interpreter import KLDivModule
-
+def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                 frame: FrameLike) -> Value:
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
         has_aux = bool(_literal(kwargs.get("has_aux")))
@@ -280,8 +271,8 @@ def _space_words(space: str | None) -> str:
     return {"prob": "probabilities", "logits": "raw logits", "logprob": "log-probabilities"}.get(space or "", "values")
 
 
-def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-                    frame: "Frame") -> Value:
+def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                    frame: FrameLike) -> Value:
     """`torch.X(...)`, `jnp.X(...)`, `F.X(...)`: the first argument is the tensor operated on."""
     model = model_argument(list(args))
     if model is not None and name in ("split", "merge", "state", "graphdef", "jit", "remat", "checkpoint"):
@@ -333,7 +324,7 @@ def tensor_function(it: "Interpreter", name: str, args: list[Value], kwargs: dic
     return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
 
 
-def _piecewise(it: "Interpreter", name: str, x: Value, y: Value) -> Value:
+def _piecewise(it: InterpreterLike, name: str, x: Value, y: Value) -> Value:
     """Elementwise `maximum(x, y)` / `minimum` / `where(mask, x, y)` of two tensors: at every
     element the value, and its gradient, is one of the operands (PPO's clipped surrogate
     `max(-A * ratio, -A * clip(ratio))`), so the result is either operand. Operands that carry no
@@ -347,8 +338,8 @@ def _piecewise(it: "Interpreter", name: str, x: Value, y: Value) -> Value:
     return it.algebra.opaque_call(name, [it.as_tensor(x), it.as_tensor(y)])
 
 
-def negative_logprob(it: "Interpreter", args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-                     frame: "Frame", reduction: Any) -> Value:
+def negative_logprob(it: InterpreterLike, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                     frame: FrameLike, reduction: Any) -> Value:
     """`cross_entropy(logits, labels)` / `nll_loss(log_probs, labels)`: minus the log-prob of the
     labels, of the role of the logits (a common way to gather token log-probs:
     `-F.cross_entropy(logits, labels, reduction="none")`); reduced unless `reduction="none"`."""
@@ -372,7 +363,7 @@ def _is_constant(value: Value) -> bool:
     return isinstance(value, ConfigValue)
 
 
-def _carries_roles(it: "Interpreter", value: Value) -> bool:
+def _carries_roles(it: InterpreterLike, value: Value) -> bool:
     """Any alternative is a tensor with a log-prob role or a KL term (or a network)."""
     return any(isinstance(o, Model) or (isinstance(o, Tensor) and it.algebra.has_roles(o.expr))
                for o in alternatives(value))
@@ -382,7 +373,7 @@ def _is_int_literal(value: Value) -> bool:
     return isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool)
 
 
-def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Value:
+def clamp(it: InterpreterLike, value: Value, node: cst.Call, frame: FrameLike) -> Value:
     """A clamp: identity inside its range (kept as a marker). A clamp of exp(log-ratio) is
     observed (`ClampFact`); KL601 is judged where the clamped value reaches a loss."""
     options = []
@@ -397,13 +388,11 @@ def clamp(it: "Interpreter", value: Value, node: cst.Call, frame: "Frame") -> Va
     return join(*options)
 
 
-def _exp_of_live_logratio(it: "Interpreter", expr: sp.Expr) -> bool:
+def _exp_of_live_logratio(it: InterpreterLike, expr: sp.Expr) -> bool:
     """A KL estimate (not a PPO ratio clip) with the exp of an unclamped live log-ratio: a
     difference of log-probs, unbounded (exp of a log-softmax is a probability, at most 1)."""
     if REF not in it.algebra.table.role_symbols(expr):
         return False
-    from kllint.analysis.symbolic import classify_value
-
     match = classify_value(expr, it.algebra.table) if it.algebra.table.is_pure(expr) else None
     if match is not None and match.name == "reference-ratio":
         return False
@@ -427,8 +416,8 @@ def _log_ratio(expr: sp.Expr) -> bool:
     return common not in same.free_symbols
 
 
-def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
-                  node: cst.Call, frame: "Frame", functional: bool = False) -> Value:
+def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
+                  node: cst.Call, frame: FrameLike, functional: bool = False) -> Value:
     """`x.method(...)` (or `torch.method(x, ...)` with `functional`)."""
     if isinstance(obj, Alts):
         return join(*(tensor_method(it, option, name, args, kwargs, node, frame, functional)
@@ -524,7 +513,7 @@ def tensor_method(it: "Interpreter", obj: Value, name: str, args: list[Value], k
     return algebra.opaque_call(name, tensors)
 
 
-def analytic(it: "Interpreter", p: Value, q: Value, node: cst.Call, frame: "Frame") -> Value:
+def analytic(it: InterpreterLike, p: Value, q: Value, node: cst.Call, frame: FrameLike) -> Value:
     """`kl_divergence(P, Q)`: the per-token analytic KL(pi || ref) when P is the policy and Q the
     reference (the forward direction, distillation from a fixed teacher, is not judged)."""
     if isinstance(p, Tensor) and isinstance(q, Tensor):
@@ -534,18 +523,16 @@ def analytic(it: "Interpreter", p: Value, q: Value, node: cst.Call, frame: "Fram
     return it.algebra.opaque("kl")
 
 
-def vocabulary_kl(it: "Interpreter", t: Tensor, node: cst.Call, frame: "Frame") -> Tensor | None:
+def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:
     """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
-    from kllint.analysis.symbolic import LOGRATIO, on_policy_value, proportional
-
     value = on_policy_value(t.expr, it.algebra.table)
     if proportional(value, sp.exp(LP) * LOGRATIO) is None:
         return None
     return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
 
 
-def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
-           log_target: bool, node: cst.Call, frame: "Frame", api: str) -> Value:
+def kl_div(it: InterpreterLike, input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
+           log_target: bool, node: cst.Call, frame: FrameLike, api: str) -> Value:
     """`F.kl_div(input, target)` computes KL(target || exp(input)): input must be log-probs,
     `log_target` must match the target's space, and `reduction='mean'` divides by the classes."""
     anchor = it.anchor(node, frame)
@@ -581,7 +568,7 @@ def kl_div(it: "Interpreter", input_: Value | None, target: Value | None, reduct
     return Tensor(it.algebra.table.fresh("kldiv", positive=True), kind=kind)
 
 
-def report_mean_reduction(it: "Interpreter", node: cst.Call, frame: "Frame", api: str, explicit: bool) -> None:
+def report_mean_reduction(it: InterpreterLike, node: cst.Call, frame: FrameLike, api: str, explicit: bool) -> None:
     how = "explicit" if explicit else "the default"
     it.emit(frame, CallFact(
         "KL502", it.anchor(node, frame),
@@ -590,15 +577,13 @@ def report_mean_reduction(it: "Interpreter", node: cst.Call, frame: "Frame", api
         "use `reduction=\"batchmean\"` (or sum over classes, then average over tokens)"))
 
 
-def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-                 frame: "Frame") -> Value:
+def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                 frame: FrameLike) -> Value:
     """A function the analysis cannot read: its name may still say what it does."""
     tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Tensor, Model))]
     lowered = name.lower()
     toks = set(roles.tokens(name))
     if lowered == "backward" and args:
-        from kllint.analysis.module import dotted_name
-
         it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, dotted_name(node.func) or name)
         return Unknown("backward")
     if lowered == "zip" and args:
@@ -618,8 +603,6 @@ def unknown_call(it: "Interpreter", name: str, args: list[Value], kwargs: dict[s
         # names the value; other arguments (defaults, padding options) are not its data
         key = args[0] if args else None
         if isinstance(key, Literal) and isinstance(key.value, str):
-            from kllint.analysis.interpreter import KEY_FIELD
-
             stored = it.fields.read(KEY_FIELD + key.value)
             if stored is not None:
                 return stored
