@@ -184,7 +184,7 @@ class Interpreter:
     def _names_kl_or_reference(self, used: set[str]) -> bool:
         """Whether names of a definition (or statement) name a KL or the reference, directly, by
         the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.prefilter import names_matter
+        from kllint.pipeline.prefilter import names_matter
 
         imports, constants = self.entry.imports, self.entry.constants
         seen = set(used)

@@ -25,7 +25,7 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     limit on a path that carries log-probs or KL terms).
 
     Raises:
-        SyntaxError: the source does not parse (reported as KL900 by the engine).
+        SyntaxError: the source does not parse (reported as KL900 by `kllint.pipeline.file`).
     """
     index = index or ProjectIndex()
     entry = index.module_for_file(text, path, display, outline)
