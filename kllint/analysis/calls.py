@@ -1,6 +1,7 @@
 """What calls mean: project functions are followed, tensor-library functions and tensor methods
 are modelled (`frameworks`), model forwards produce log-prob-like tensors of the model's role,
-and a few APIs are judged on the spot (kl_div arguments, reference forwards, clamp after exp).
+and a few APIs are observed for the rules (`kllint.rules.api`): kl_div arguments and reductions,
+reference forwards, clamps after exp.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import BoundMethod, KLDivModule, UnresolvedAttribute, string_method
-from kllint.analysis.facts import CallFact, ClampFact, SinkKind
+from kllint.analysis.facts import (
+    ClampFact, ClassMeanOfKlDiv, KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind,
+)
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.module import dotted_name
 from kllint.analysis.protocols import FrameLike, InterpreterLike
@@ -143,23 +146,27 @@ def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: Fr
 
 
 def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
-    """A network's forward pass: logits of the model's role; reference forwards with gradient
-    tracking on are reported (KL503, PyTorch only)."""
+    """A network's forward pass: logits of the model's role; reference forwards are observed."""
     symbol = ROLE_SYMBOL.get(model.role, LP)
-    if (model.role == "reference" and not frame.no_grad and node.args  # a forward takes inputs
-            and records_gradients(frame.module, frame.root) and not frozen(it, model, frame)
-            and it.depth_matters(frame) <= 1
-            and not without_grad_at(frame.module, it.anchor(node, frame).span.line)):
-        it.emit(frame, CallFact(
-            "KL503", it.anchor(node, frame),
-            "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
-            "reference's activations and can push gradient into it",
-            "compute reference log-probs under `torch.no_grad()` / `torch.inference_mode()`, or "
-            "freeze the reference with `requires_grad_(False)`",
-            call_stack=frame.call_stack, at_caller=True,
-        ))
+    if model.role == "reference" and node.args:  # a forward takes inputs
+        observe_reference_forward(it, model, node, frame)
     value = Tensor(symbol, space="logits")
     return it.algebra.detach(value) if frame.no_grad else value
+
+
+def observe_reference_forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> None:
+    """Record a reference network's forward (`ReferenceForward`): whether autograd records it
+    (PyTorch code, gradient tracking on, the network not frozen). One that it records is
+    recorded within one call of the entry point only: that decision depends on the depth, so
+    it is taken through `depth_matters` (which makes the memo of the enclosing helper call
+    depth-specific), and only for such forwards."""
+    taped = records_gradients(frame.module, frame.root)
+    is_frozen = frozen(it, model, frame)
+    if not frame.no_grad and taped and not is_frozen and it.depth_matters(frame) > 1:
+        return
+    anchor = it.anchor(node, frame)
+    tracking = not frame.no_grad and not without_grad_at(frame.module, anchor.span.line)
+    it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack))
 
 
 def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:
@@ -226,17 +233,11 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         log_target = _arg(args, kwargs, 3, "log_target")
         module = KLDivModule(_literal(reduction) if reduction is not None else "mean", reduction is not None,
                              bool(_literal(log_target)))
-        if module.reduction == "mean":
-            report_mean_reduction(it, node, frame, "nn.KLDivLoss", module.explicit)
+        it.emit(frame, KlDivLossConstruction(it.anchor(node, frame), module.reduction, module.explicit))
         return module
     if qualname in fw.OPTAX_KL:
         first = _arg(args, kwargs, 0, "log_predictions")
-        if isinstance(first, Tensor) and first.space in ("prob", "logits"):
-            it.emit(frame, CallFact(
-                "KL501", it.anchor(node, frame),
-                f"`{last}` expects log-probabilities as its first argument but gets {_space_words(first.space)}: "
-                "the value is not a KL and its gradient is wrong",
-                "pass `jax.nn.log_softmax(logits)` as `log_predictions`"))
+        it.emit(frame, OptaxKlCall(it.anchor(node, frame), last, _space(first)))
         return it.algebra.opaque("kl")
     if qualname.startswith("torch.distributions") and last in ("Categorical", "OneHotCategorical", "Bernoulli"):
         logits = _arg(args, kwargs, 1, "logits") or _arg(args, kwargs, 0, "probs")
@@ -267,8 +268,9 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
     return tensor_function(it, last, args, kwargs, node, frame)
 
 
-def _space_words(space: str | None) -> str:
-    return {"prob": "probabilities", "logits": "raw logits", "logprob": "log-probabilities"}.get(space or "", "values")
+def _space(value: Value | None) -> str | None:
+    """What a tensor argument holds ("prob", "logits", "logprob"); None when not known."""
+    return value.space if isinstance(value, Tensor) else None
 
 
 def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
@@ -482,11 +484,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
             dim = _arg(args, kwargs, 0, "dim", "axis")
             if dim is None or _literal(dim) in (-1,):
-                it.emit(frame, CallFact(
-                    "KL502", anchor,
-                    "kl_div with reduction='none' is then averaged over the class dimension: the KL is "
-                    "divided by the vocabulary size",
-                    "sum over the class dimension (`.sum(-1)`), then average over tokens or the batch"))
+                it.emit(frame, ClassMeanOfKlDiv(anchor))
         if obj.space in ("prob", "logprob") and obj.vocab:
             dim = _literal(_arg(args, kwargs, 0, "dim", "axis"))
             if dim not in (-1, None):
@@ -533,26 +531,11 @@ def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLi
 
 def kl_div(it: InterpreterLike, input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
            log_target: bool, node: cst.Call, frame: FrameLike, api: str) -> Value:
-    """`F.kl_div(input, target)` computes KL(target || exp(input)): input must be log-probs,
-    `log_target` must match the target's space, and `reduction='mean'` divides by the classes."""
+    """`F.kl_div(input, target)` computes KL(target || exp(input)): the call is observed with the
+    spaces of its arguments and its reduction (`KlDivCall`); with the policy as target and the
+    reference as input it is the analytic KL(pi || ref) over the vocabulary."""
     anchor = it.anchor(node, frame)
-    if isinstance(input_, Tensor) and input_.space in ("prob", "logits"):
-        it.emit(frame, CallFact(
-            "KL501", anchor,
-            f"`{api}` treats `input` as log-probabilities but gets {_space_words(input_.space)}: the "
-            "result is not a KL (it can be negative) and its gradient is wrong",
-            "pass log-probabilities: `F.log_softmax(logits, -1)` or `probs.log()`"))
-    elif isinstance(target, Tensor) and target.space in ("prob", "logprob"):
-        if log_target and target.space == "prob":
-            it.emit(frame, CallFact("KL501", anchor,
-                                    f"`{api}` has log_target=True but the target is in probability space",
-                                    "pass `target.log()` or set `log_target=False`"))
-        elif not log_target and target.space == "logprob":
-            it.emit(frame, CallFact("KL501", anchor,
-                                    f"`{api}` gets a log-probability target without log_target=True",
-                                    "set `log_target=True` or pass `target.exp()`"))
-    if reduction == "mean" and api != "nn.KLDivLoss":
-        report_mean_reduction(it, node, frame, api, explicit)
+    it.emit(frame, KlDivCall(anchor, api, _space(input_), _space(target), log_target, reduction, explicit))
     if isinstance(input_, Tensor) and isinstance(target, Tensor) and reduction in ("none", "sum", "batchmean"):
         # `kl_div(ref_logp, logp, log_target=True)` is KL(target || exp(input)): with the policy as
         # target and the reference as input, the analytic KL(pi || ref) over the vocabulary
@@ -566,15 +549,6 @@ def kl_div(it: InterpreterLike, input_: Value | None, target: Value | None, redu
             return it.algebra.reduce(value, "sum")
     kind = "kldiv_elementwise" if reduction == "none" else None
     return Tensor(it.algebra.table.fresh("kldiv", positive=True), kind=kind)
-
-
-def report_mean_reduction(it: InterpreterLike, node: cst.Call, frame: FrameLike, api: str, explicit: bool) -> None:
-    how = "explicit" if explicit else "the default"
-    it.emit(frame, CallFact(
-        "KL502", it.anchor(node, frame),
-        f"`{api}` with reduction='mean' ({how}) divides by batch x classes, not the batch: the KL "
-        "is scaled down by the vocabulary size",
-        "use `reduction=\"batchmean\"` (or sum over classes, then average over tokens)"))
 
 
 def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
