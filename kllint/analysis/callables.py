@@ -39,6 +39,7 @@ class UnresolvedAttribute:
 
     @property
     def name(self) -> str:
+        """The attribute's name (what an unknown call of it is called)."""
         return self.attr
 
 

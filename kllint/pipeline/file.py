@@ -36,6 +36,7 @@ def parse_failure(error: SyntaxError) -> str:
 
 
 def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    """A KL900 (the file is not checked) at `line`, `column` of the file shown as `display`."""
     info = BY_CODE["KL900"]
     return Diagnostic(info.code, info.name, info.severity, display,
                       Span(line, column, line, column + 1), message)

@@ -183,6 +183,7 @@ LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(
 
 
 def check_loss(fact: LossFact, ctx: RuleContext) -> None:
+    """Every loss rule on every KL term of a differentiated value, then its reward-like terms."""
     for item in loss_terms(fact, ctx):
         for rule in LOSS_RULES:
             rule.check(item, ctx)

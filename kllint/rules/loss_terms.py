@@ -26,6 +26,7 @@ class LossTerm:
 
     @property
     def inverted(self) -> bool:
+        """Whether the term enters the minimised loss with a negative sign everywhere."""
         scale = self.term.estimator.scale if self.term.estimator else 1.0
         return bool(self.signs) and all(s * scale < 0 for s in self.signs)
 
