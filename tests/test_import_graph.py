@@ -163,9 +163,9 @@ def analysis_imports_of_rules(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_an_analysis_module_importing_a_rule_module_is_found() -> None:
-    graph = {"kllint.analysis.checker": {"kllint.rules.api", "kllint.diagnostics"}, "kllint.rules.api": set(),
+    graph = {"kllint.analysis.verdicts": {"kllint.rules.api", "kllint.diagnostics"}, "kllint.rules.api": set(),
              "kllint.analyser": {"kllint.rules"}}
-    assert analysis_imports_of_rules(graph) == ["kllint.analysis.checker imports kllint.rules.api"]
+    assert analysis_imports_of_rules(graph) == ["kllint.analysis.verdicts imports kllint.rules.api"]
 
 
 def test_no_import_cycles() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from kllint.analysis import facts
 from kllint.analysis.facts import ClassMeanOfKlDiv, KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
@@ -95,4 +94,3 @@ def test_reference_forwards_are_observed_with_or_without_gradient_tracking() -> 
 def test_observations_carry_no_codes_and_no_wording() -> None:
     for kind in (KlDivCall, KlDivLossConstruction, ClassMeanOfKlDiv, OptaxKlCall, ReferenceForward):
         assert not {"code", "message", "help"} & {f.name for f in fields(kind)}, kind
-    assert not hasattr(facts, "CallFact")
