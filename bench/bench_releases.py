@@ -68,8 +68,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from releases import ALL_RELEASES, CORE_RELEASES, parse_spec, python_files, release_tree  # noqa: E402
 
-# The floor's prefilter: kllint's own (`kllint.prefilter.might_matter`) when the package has
-# one, else this regex of files that can hold a KL estimate at all; --prefilter forces a regex.
+# The floor's prefilter: kllint's own (`kllint.pipeline.prefilter.might_matter`) when the
+# package has one, else this regex of files that can hold a KL estimate at all; --prefilter
+# forces a regex.
 DEFAULT_PREFILTER = r"kl|log_?probs?|logps?\b|kl_div|KLDiv"
 
 PRECOMMIT_RELEASE = "trl==0.14.0"
@@ -241,7 +242,7 @@ def discovered_files(tree: Path, cwd: Path) -> list[Path]:
     .py file; sorted."""
     try:
         from kllint.config import Settings
-        from kllint.discovery import discover
+        from kllint.pipeline.discovery import discover
 
         return sorted({item.path.resolve() for item in discover([str(tree)], Settings(), cwd=cwd)})
     except Exception:  # noqa: BLE001 - the bench must run against any state of the package
@@ -259,9 +260,9 @@ def choose_prefilter(regex: str | None) -> tuple[Callable[[str], bool], str]:
     """kllint's own prefilter if it has one (and no regex was given), else the regex."""
     if regex is None:
         try:
-            from kllint.prefilter import might_matter
+            from kllint.pipeline.prefilter import might_matter
 
-            return might_matter, "kllint.prefilter.might_matter"
+            return might_matter, "kllint.pipeline.prefilter.might_matter"
         except ImportError:
             regex = DEFAULT_PREFILTER
     pattern = re.compile(regex)

@@ -5,15 +5,15 @@ from pathlib import Path
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
-from kllint.discovery import discover
-from kllint.engine import RunResult, run
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.run import RunResult, run
 
 
 def check_paths(paths: list[str], settings: Settings | None = None, force_exclude: bool = False) -> RunResult:
     """Check every Python file and Jupyter notebook under `paths`.
 
     Raises:
-        kllint.discovery.MissingPathError: a named path does not exist.
+        kllint.pipeline.discovery.MissingPathError: a named path does not exist.
     """
     settings = settings or Settings()
     return run(list(discover(paths, settings, force_exclude=force_exclude)), settings)
@@ -30,8 +30,8 @@ def check_source(source: str, path: str = "<string>", settings: Settings | None 
         SyntaxError: the source (a notebook's code cells) does not parse.
         kllint.notebook.NotebookError: `path` names a notebook and `source` is not one.
     """
-    from kllint.analysis.checker import check_source as _check
     from kllint.notebook import Notebook, is_notebook
+    from kllint.rules.dispatch import check_source as _check
 
     settings = settings or Settings()
     notebook = Notebook.parse(source) if is_notebook(path) else None

@@ -50,7 +50,7 @@ def _normalized(lines: list[str], diagnostic: Diagnostic) -> str:
 
 def _read_lines(path: Path) -> list[str]:
     try:
-        from kllint.source import read_regular
+        from kllint.pipeline.source import read_regular
 
         return _LINE_BREAK.split(read_regular(path, 20 * 1024 * 1024).decode("utf-8", errors="replace"))
     except (OSError, RuntimeError):
@@ -122,7 +122,7 @@ def load(path: Path) -> Baseline:
     Raises:
         BaselineError: unreadable, not JSON, or not a kllint baseline.
     """
-    from kllint.source import read_regular
+    from kllint.pipeline.source import read_regular
 
     try:
         data = json.loads(read_regular(path, MAX_BASELINE_BYTES).decode("utf-8"))

@@ -1,4 +1,4 @@
-"""Command-line interface (click). Commands only; the logic lives in session, api, engine and report."""
+"""Command-line interface (click). Commands only; the logic lives in session, api, pipeline and report."""
 from __future__ import annotations
 
 import os

@@ -213,7 +213,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 def _read_config(path: Path) -> str:
     """A configuration file's text: a regular file of at most `MAX_CONFIG_BYTES`, UTF-8."""
-    from kllint.source import read_regular
+    from kllint.pipeline.source import read_regular
 
     return read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
 
@@ -329,7 +329,7 @@ class SettingsResolver:
     and then the command-line overrides. `config` (the `--config` option) makes one file apply to
     every checked file; `isolated` ignores all configuration files. Lookups are cached per folder
     and each file is parsed once. The object has the same `for_path` method as `Settings`, so
-    `discovery.discover` and `engine.run` accept either.
+    `discovery.discover` and `pipeline.run.run` accept either.
     """
 
     def __init__(self, overrides: CliOverrides | None = None, config: Path | None = None,

@@ -19,18 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TextIO
 
 from kllint.diagnostics import Diagnostic
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 
 if TYPE_CHECKING:
     from kllint.config import SettingsResolver
-    from kllint.engine import Outcome, RunResult
+    from kllint.pipeline.outcome import Outcome
+    from kllint.pipeline.run import RunResult
 
 
 def fresh_outcomes(items: list[Discovered], resolver: "SettingsResolver") -> dict[str, "Outcome"]:
     """Each file's outcome from a fresh analysis (never the cache), by displayed path."""
     from kllint.analysis.index import ProjectIndex
-    from kllint.engine import analyse_file
     from kllint.memory import analysis_thresholds
+    from kllint.pipeline.file import analyse_file
 
     index = ProjectIndex()
     found: dict[str, Outcome] = {}
@@ -139,7 +140,7 @@ def add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], resolver: "
     from kllint.fix import FixError, FixRefused, write_atomic
     from kllint.notebook import NotebookError, is_notebook
     from kllint.notebook.fix import add_noqa_notebook
-    from kllint.suppression import add_noqa as add_comments
+    from kllint.pipeline.suppressions import add_noqa as add_comments
 
     added = 0
     outcomes = fresh_outcomes(_items(files, {d.path for d in diagnostics}), resolver)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 from kllint.guard import AnalysisStopped, call_with_limits, guarded_parse_module
 
 MAX_PASSES = 10
@@ -170,9 +170,9 @@ def lint_text(text: str, item: Discovered, settings: Settings) -> list[Diagnosti
     Raises:
         SyntaxError, libcst.ParserSyntaxError: the text does not parse.
     """
-    from kllint.analysis.checker import check_source
-    from kllint.engine import filter_found
     from kllint.guard import call_with_limits
+    from kllint.pipeline.selection import filter_found
+    from kllint.rules.dispatch import check_source
 
     # on a large stack, within the time budget (kllint.guard.AnalysisStopped when it runs out)
     found = call_with_limits(check_source, text, item.display, item.path, settings,
@@ -260,8 +260,7 @@ def read_source_encoded(path: Path) -> tuple[str, str]:
     import io
     import tokenize
 
-    from kllint.engine import MAX_FILE_BYTES
-    from kllint.source import read_regular
+    from kllint.pipeline.source import MAX_FILE_BYTES, read_regular
 
     try:
         raw = read_regular(path, MAX_FILE_BYTES)

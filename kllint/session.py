@@ -16,12 +16,12 @@ from rich.console import Console
 
 from kllint.config import OUTPUT_FORMATS, CliOverrides, ConfigError, SettingsResolver
 from kllint.diagnostics import Diagnostic
-from kllint.discovery import Discovered, MissingPathError, discover
-from kllint.engine import RunResult, run
+from kllint.pipeline.discovery import Discovered, MissingPathError, discover
+from kllint.pipeline.run import RunResult, run
 from kllint.output import OutputContext as _Context, render, write_stdout as _write_stdout  # noqa: F401 - API
 
 if TYPE_CHECKING:
-    from kllint.cache import ResultCache
+    from kllint.pipeline.cache import ResultCache
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 MACHINE_FORMATS = ("json", "sarif", "github")
@@ -142,7 +142,7 @@ def open_cache(options: CheckOptions) -> "ResultCache | None":
     """The result cache of this run (None with --no-cache, or when it cannot be created)."""
     if options.no_cache or "-" in options.paths:
         return None
-    from kllint.cache import ResultCache, default_directory
+    from kllint.pipeline.cache import ResultCache, default_directory
 
     directory = Path(options.cache_dir) if options.cache_dir else default_directory(options.paths)
     if options.cache_dir:  # asked for by name: a folder that cannot be created is an error
@@ -264,7 +264,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     fixed_list: list[Diagnostic] = []
     root = None
     if options.fix or options.diff or options.add_noqa:
-        from kllint.cache import project_root
+        from kllint.pipeline.cache import project_root
 
         root = project_root(options.paths, resolve=False)  # the tree as named: links out of it stay unwritten
     if options.fix or options.diff:
@@ -389,7 +389,7 @@ def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> 
     Raises:
         UsageError: the folder is not a kllint cache, or cannot be removed.
     """
-    from kllint.cache import clean, default_directory
+    from kllint.pipeline.cache import clean, default_directory
 
     directory = Path(cache_dir) if cache_dir else default_directory(paths or (".",))
     try:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 
 STDIN = "-"
 
@@ -75,7 +75,7 @@ def stdin_item(filename: str | None, stream: BinaryIO | None = None) -> Discover
 
 def excluded(item: Discovered, settings: object) -> bool:
     """Whether `--force-exclude` drops the buffer: its `--stdin-filename` matches an exclude."""
-    from kllint.discovery import is_excluded
+    from kllint.pipeline.discovery import is_excluded
 
     if item.display == STDIN:
         return False

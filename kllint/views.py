@@ -16,13 +16,13 @@ from kllint.rules.registry import BY_CODE
 
 if TYPE_CHECKING:
     from kllint.config import Settings, SettingsResolver
-    from kllint.discovery import Discovered
-    from kllint.engine import RunResult
+    from kllint.pipeline.discovery import Discovered
+    from kllint.pipeline.run import RunResult
 
 
 def verbose_lines(result: "RunResult") -> list[str]:
     """`-v`: one line per file (how it was handled: analysed, skipped by the prefilter, cached),
-    then one line per note the engine attached to a file (e.g. an analysis it abandoned), one
+    then one line per note the pipeline attached to a file (e.g. an analysis it abandoned), one
     line per function the analysis gave up on (`path:line: analysis of `f` abandoned: why`),
     and the count of files per status."""
     from kllint.report.paths import escape_path

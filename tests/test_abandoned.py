@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kllint.analysis import interpreter
-from kllint.analysis.checker import check_source
+from kllint.rules.dispatch import check_source
 
 def _chain(levels: int) -> str:
     """`compute_loss` -> level1 -> ... -> level<levels>, which builds k3."""

@@ -263,7 +263,7 @@ def test_each_merged_estimator_keeps_its_step(tmp_path) -> None:
     (tmp_path / "helpers.py").write_text(MERGED_OPTIONS)
     caller = tmp_path / "train.py"
     caller.write_text(MERGED_CALLER)
-    from kllint.analysis.checker import check_source as check_module
+    from kllint.rules.dispatch import check_source as check_module
 
     found = [d for d in check_module(MERGED_CALLER, "train.py", caller) if d.code == "KL201"]
     assert len(found) == 1

@@ -1,4 +1,4 @@
-"""The result cache (kllint.cache, `.kllint_cache/`): hits, misses, invalidation when the file,
+"""The result cache (kllint.pipeline.cache, `.kllint_cache/`): hits, misses, invalidation when the file,
 the settings or an imported project module changes, robustness against damaged entries, and the
 `--no-cache`, `--cache-dir` options and the `kllint clean` command."""
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kllint import cache as cache_module
-from kllint.cache import CACHE_DIR_NAME, TAG_SIGNATURE, ResultCache, default_directory, project_root
+from kllint.pipeline import cache as cache_module
+from kllint.pipeline.cache import CACHE_DIR_NAME, TAG_SIGNATURE, ResultCache, default_directory, project_root
 from kllint.cli import cli
 from kllint.config import Settings
-from kllint.discovery import discover
-from kllint.engine import run
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.run import run
 from kllint.report import json as report_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -350,10 +350,10 @@ def test_cache_dir_option_and_clean_refuses_other_folders(project, tmp_path):
 def test_replaced_analysis_does_not_share_entries(project, monkeypatch):
     directory = project / CACHE_DIR_NAME
     real, _ = check(["pkg"], directory)
-    import kllint.analysis.checker as checker
+    import kllint.rules.dispatch as dispatch
 
     with monkeypatch.context() as patch:
-        patch.setattr(checker, "check_source", lambda *args, **kwargs: [])
+        patch.setattr(dispatch, "check_source", lambda *args, **kwargs: [])
         fake, cache = check(["pkg"], directory)
     assert cache.hits == 0 and codes(fake) == []
     again, cache = check(["pkg"], directory)  # the fake results replaced the entries: analysed again

@@ -123,12 +123,12 @@ def test_syntax_error_is_a_finding_not_a_crash(project):
 
 
 def test_internal_error_exits_2_with_one_line(project, monkeypatch):
-    import kllint.analysis.checker as checker
+    import kllint.rules.dispatch as dispatch
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(checker, "check_source", explode)
+    monkeypatch.setattr(dispatch, "check_source", explode)
     result = run_cli(["check", "pkg/clean.py"])
     assert result.exit_code == 2
     assert "pkg/clean.py: internal error: RuntimeError: boom" in result.stderr

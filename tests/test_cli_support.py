@@ -1,6 +1,6 @@
 """Helpers shared by the CLI, config, suppression, baseline, fix, SARIF and GitHub tests.
 
-`FakeAnalysis` stands in for `kllint.analysis.checker.check_source` so that these tests do not
+`FakeAnalysis` stands in for `kllint.rules.dispatch.check_source` so that these tests do not
 depend on the real analysis: it reports a finding for each marker call in the source text.
 
 - `BAD(x)`    -> KL102 on the call, with a safe fix `GOOD(x)` and a two-step trace;
@@ -63,10 +63,10 @@ def fake_check_source(text: str, display: str, path, settings, index=None, outli
 @pytest.fixture
 def fake_analysis(monkeypatch):
     """Replace the analysis by `fake_check_source` for the duration of a test."""
-    import kllint.analysis.checker as checker
-    import kllint.prefilter as prefilter
+    import kllint.rules.dispatch as dispatch
+    import kllint.pipeline.prefilter as prefilter
 
-    monkeypatch.setattr(checker, "check_source", fake_check_source)
+    monkeypatch.setattr(dispatch, "check_source", fake_check_source)
     monkeypatch.setattr(prefilter, "might_matter", lambda text, vocab=None: True)
     return fake_check_source
 

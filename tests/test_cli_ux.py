@@ -51,7 +51,7 @@ def test_quiet_prints_findings_only(project):
 
 
 def test_verbose_lists_files_and_notes(project, monkeypatch):
-    import kllint.prefilter as prefilter
+    import kllint.pipeline.prefilter as prefilter
 
     monkeypatch.setattr(prefilter, "might_matter", lambda text, vocab=None: "BAD" in text or "RISKY" in text)
     result = run_cli(["check", "--no-cache", "-v", "--output-format", "concise", "pkg"])
@@ -65,28 +65,28 @@ def test_verbose_lists_files_and_notes(project, monkeypatch):
 
 
 def test_verbose_reports_abandoned_analysis(project, monkeypatch):
-    import kllint.analysis.checker as checker
+    import kllint.rules.dispatch as dispatch
 
     def too_deep(*args, **kwargs):
         raise RecursionError
 
-    monkeypatch.setattr(checker, "check_source", too_deep)
+    monkeypatch.setattr(dispatch, "check_source", too_deep)
     result = run_cli(["check", "--no-cache", "-v", "pkg/loss.py"])
     assert "kllint: pkg/loss.py: analysis abandoned: expression nesting too deep" in result.stderr
 
 
-def test_engine_notes_reach_verbose_output(project, monkeypatch):
-    """The -v plumbing takes any per-file notes the engine returns (the analysis adds more later)."""
-    import kllint.engine as engine
+def test_per_file_notes_reach_verbose_output(project, monkeypatch):
+    """The -v plumbing takes any per-file notes `analyse_file` returns (the analysis adds more later)."""
+    import kllint.pipeline.run as run_module
 
-    real = engine.analyse_file
+    real = run_module.analyse_file
 
     def noted(item, *args, **kwargs):
         outcome = real(item, *args, **kwargs)
         outcome.file_notes.append("analysis abandoned in `f`: step budget exhausted")
         return outcome
 
-    monkeypatch.setattr(engine, "analyse_file", noted)
+    monkeypatch.setattr(run_module, "analyse_file", noted)
     result = run_cli(["check", "--no-cache", "-v", "-j", "1", "pkg/loss.py"])
     assert "kllint: pkg/loss.py: analysis abandoned in `f`: step budget exhausted" in result.stderr
 

@@ -10,7 +10,7 @@ from test_cli_support import fake_analysis, run_cli, write  # noqa: F401 - fixtu
 
 from kllint.config import (KNOWN_KEYS, CliOverrides, ConfigError, Settings, SettingsResolver, Vocab,
                            load_file, parse_table)
-from kllint.discovery import discover
+from kllint.pipeline.discovery import discover
 
 
 def _codes(result) -> list[tuple[str, str]]:

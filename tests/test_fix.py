@@ -11,7 +11,7 @@ from test_cli_support import fake_analysis, make_diagnostic, run_cli, write  # n
 
 from kllint.config import Settings
 from kllint.diagnostics import Fix, Span
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 from kllint.fix import (FixError, apply_fixes, fix_text, is_applicable, line_ending, span_offsets,
                         unified_diff, write_atomic)
 

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kllint.config import Settings
-from kllint.discovery import Discovered
-from kllint.engine import run
-from kllint.prefilter import parse_or_error
+from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.run import run
+from kllint.pipeline.prefilter import parse_or_error
 from test_hostile_files import kllint
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ import pytest
 from kllint.api import check_paths
 from kllint.compat import NewerSyntaxError, newer_syntax_outline
 from kllint.config import Settings
-from kllint.discovery import discover
-from kllint.engine import parse_failure
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.file import parse_failure
 from kllint.guard import MAX_CHAIN_OPERANDS, guarded_parse_module, too_long_chain
 
 ROOT = Path(__file__).resolve().parents[1]

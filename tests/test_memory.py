@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kllint import memory
-from kllint.analysis import checker
-from kllint.analysis.checker import check_source
+from kllint.rules import dispatch
+from kllint.rules.dispatch import check_source
 from kllint.analysis.interpreter import Interpreter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -28,7 +28,7 @@ def analysis_objects(monkeypatch: pytest.MonkeyPatch) -> list[weakref.ref]:
             super().__init__(entry, index, vocab)
             refs.extend([weakref.ref(self), weakref.ref(self.algebra), weakref.ref(entry)])
 
-    monkeypatch.setattr(checker, "Interpreter", Recording)
+    monkeypatch.setattr(dispatch, "Interpreter", Recording)
     return refs
 
 

@@ -170,8 +170,8 @@ def test_findings_do_not_depend_on_which_importer_named_a_module_first(tmp_path,
     at the root; its relative import resolves only under the second name. Checking the script
     alone or after the other file must give the same findings (and so must -j 1 and -j 2)."""
     from kllint.config import Settings
-    from kllint.discovery import discover
-    from kllint.engine import run
+    from kllint.pipeline.discovery import discover
+    from kllint.pipeline.run import run
 
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "scripts").mkdir()
@@ -202,8 +202,8 @@ def test_a_file_in_a_namespace_folder_resolves_imports_of_its_package(tmp_path, 
     package `pkg`; `from pkg.algos import estimators` must still reach the helper that builds
     the KL, as must a relative import counted from the real package."""
     from kllint.config import Settings
-    from kllint.discovery import discover
-    from kllint.engine import run
+    from kllint.pipeline.discovery import discover
+    from kllint.pipeline.run import run
 
     (tmp_path / "pkg" / "algos" / "ppo").mkdir(parents=True)
     (tmp_path / "pkg" / "__init__.py").write_text("")

@@ -1,4 +1,4 @@
-"""Parallel workers (`-j/--jobs`, kllint.parallel): the output does not depend on the number of
+"""Parallel workers (`-j/--jobs`, kllint.pipeline.parallel): the output does not depend on the number of
 jobs, and a worker that dies on one file costs only that file.
 
 Worker crashes are simulated with the test-only environment variable `KLLINT_TEST_CRASH_ON`
@@ -19,10 +19,10 @@ import pytest
 
 from extra_cases import SKIP_REASON, extra_cases_dir
 
-from kllint import parallel
+from kllint.pipeline import parallel
 from kllint.config import Settings
-from kllint.discovery import discover
-from kllint.engine import run
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.run import run
 from kllint.report import json as report_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,10 +171,10 @@ def test_chunks_group_by_folder_and_cover_every_file(tmp_path):
 
 
 def test_replaced_analysis_stays_in_process(monkeypatch):
-    import kllint.analysis.checker as checker
+    import kllint.rules.dispatch as dispatch
 
     assert parallel.usable()
-    monkeypatch.setattr(checker, "check_source", lambda *args, **kwargs: [])
+    monkeypatch.setattr(dispatch, "check_source", lambda *args, **kwargs: [])
     assert not parallel.usable()
 
 

@@ -1,6 +1,6 @@
 """The prefilter is sound: findings are the same with and without it (issue 6, item 1).
 
-The file prefilter (`kllint.prefilter.might_matter`) and the choice of entry points share one
+The file prefilter (`kllint.pipeline.prefilter.might_matter`) and the choice of entry points share one
 test (a KL, reference or KL-API word), so a file it rejects can hold no finding. The real
 releases get the same check in tests/test_real_releases.py.
 """
@@ -16,9 +16,9 @@ from extra_cases import SKIP_REASON, extra_cases_dir
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
 from kllint.config import Settings, Vocab
-from kllint.discovery import discover
-from kllint.engine import run
-from kllint.prefilter import might_matter
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.run import run
+from kllint.pipeline.prefilter import might_matter
 from kllint.report import json as report_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -178,8 +178,8 @@ def test_releases_same_findings_without_prefilter(all_four) -> None:
     """Issue 6, item 1: every file analysed in one process gives the findings of the prefiltered
     two-worker CLI run."""
     from kllint.config import Settings
-    from kllint.discovery import discover
-    from kllint.engine import run
+    from kllint.pipeline.discovery import discover
+    from kllint.pipeline.run import run
 
     settings = Settings()
     files = list(discover(list(all_four["folders"].values()), settings))

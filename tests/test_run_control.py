@@ -78,7 +78,7 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_workers_end_when_the_parent_is_killed(tmp_path):
     """SIGKILL leaves the parent no chance to end the pool: the workers notice that they are
-    orphans (kllint.parallel._watch_parent) and end, also one in the middle of a long file."""
+    orphans (kllint.pipeline.parallel._watch_parent) and end, also one in the middle of a long file."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     for index in range(10):
         (tmp_path / f"m{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))

@@ -11,7 +11,7 @@ import pytest
 from test_cli_support import fake_analysis, make_diagnostic, run_cli, write  # noqa: F401 - fixture
 
 from kllint.diagnostics import Span
-from kllint.suppression import Suppressions, add_noqa
+from kllint.pipeline.suppressions import Suppressions, add_noqa
 
 
 def _hidden(text: str, line: int, code: str = "KL102", end_line: int | None = None, blanket: bool = False) -> bool:

@@ -9,9 +9,9 @@ import pytest
 from test_cli_support import fake_analysis, run_cli, write  # noqa: F401 - fixture
 
 from kllint.config import Settings
-from kllint.engine import filter_found
+from kllint.pipeline.selection import filter_found
 from kllint.rules.registry import select_codes
-from kllint.suppression_audit import unknown_codes, unused_suppressions
+from kllint.pipeline.suppression_audit import unknown_codes, unused_suppressions
 
 
 @pytest.fixture

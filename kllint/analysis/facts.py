@@ -1,5 +1,6 @@
-"""Facts the interpreter records for the rules: where values reach loss and reward sinks, and the
-API calls the API-pitfall rules judge. Rules turn facts into diagnostics; facts carry no verdicts.
+"""Facts the interpreter records for the rules (observations): where values reach loss and reward
+sinks, and the API calls the API-pitfall rules judge (kl_div arguments, reference forwards, clamps
+after exp). Rules turn facts into diagnostics; facts carry no verdicts, codes or wording.
 """
 from __future__ import annotations
 
@@ -81,27 +82,70 @@ class ClampFact:
 
 
 @dataclass
-class CallFact:
-    """An API call judged on its own (kl_div arguments, reference forward, clamp after exp)."""
+class KlDivCall:
+    """A call of PyTorch's kl_div, which computes KL(target || exp(input)) elementwise: `api` is
+    `F.kl_div` or `nn.KLDivLoss` (a call of an instance). `input_space` and `target_space` are
+    what the arguments hold ("prob", "logits", "logprob"; None: not known); `reduction` is the
+    literal reduction (None when it is not a literal), `explicit_reduction` whether the code
+    writes it (else it is PyTorch's default, "mean")."""
 
-    code: str
     anchor: Anchor
-    message: str
-    help: str
+    api: str
+    input_space: str | None
+    target_space: str | None
+    log_target: bool
+    reduction: object
+    explicit_reduction: bool
     call_stack: tuple[Anchor, ...] = ()
-    trace: tuple = field(default_factory=tuple)
-    at_caller: bool = False  # reported at the last call site in the checked file (see `location`)
 
-    def location(self, checked: str) -> Anchor:
-        """Where to report in the module displayed as `checked`: the anchor, or for an `at_caller`
-        fact the innermost call site in that module (the user's call of a shared helper); read
-        from the call stack when reported, so a memoised helper call re-stated at another call
-        site (its call stack replaced) is reported there."""
-        if self.at_caller:
-            local = [site for site in self.call_stack if site.path == checked]
-            if local:
-                return local[-1]
-        return self.anchor
+
+@dataclass
+class KlDivLossConstruction:
+    """`nn.KLDivLoss(...)`: the reduction its instances apply (None when not a literal) and
+    whether the code writes it."""
+
+    anchor: Anchor
+    reduction: object
+    explicit_reduction: bool
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
+class ClassMeanOfKlDiv:
+    """The elementwise result of kl_div (`reduction='none'`) averaged over the class dimension:
+    `.mean()` or `.mean(-1)` at `anchor`."""
+
+    anchor: Anchor
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
+class OptaxKlCall:
+    """A call of optax's KL divergence (`function`: `kl_divergence`, ...), whose first argument
+    should hold log-probabilities: `predictions_space` is what it holds (None: not known)."""
+
+    anchor: Anchor
+    function: str
+    predictions_space: str | None
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
+class ReferenceForward:
+    """A forward pass of a reference network (a call with inputs) and the network's name as the
+    code holds it (`model`: `self.ref_model`). `taped`: the code computes with a framework whose autograd
+    records forwards (PyTorch); `tracking`: gradient tracking is on there (no `no_grad` /
+    `inference_mode` in this frame, its callers or the code around it); `frozen`: the network's
+    parameters are frozen (`requires_grad_(False)`). A forward that autograd records (taped,
+    tracking, not frozen) is observed within one call of the entry point only. `call_stack` ends
+    with the call sites that lead to it."""
+
+    anchor: Anchor
+    model: str
+    taped: bool
+    tracking: bool
+    frozen: bool
+    call_stack: tuple[Anchor, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from kllint.analysis.algebra import Algebra
 
 MAX_FIELDS = 256
+# field-store names of container keys written with `td.set("key", v)` (subscript stores are
+# mostly metrics dicts: `metrics["ref_logps"] = ref_logps.mean()` would shadow the batch's data)
+KEY_FIELD = "[]"
 
 
 class FieldStore:

@@ -167,7 +167,7 @@ class ProjectIndex:
         return tuple(probes), None
 
     def begin_tracking(self) -> None:
-        """Start recording the module files `load` looks at (for the result cache, kllint.cache)."""
+        """Start recording the module files `load` looks at (for the result cache, kllint.pipeline.cache)."""
         self._tracked = {}
 
     def tracked_paths(self) -> dict[Path, bool]:
@@ -175,7 +175,7 @@ class ProjectIndex:
         return dict(self._tracked or {})
 
     def code_digest(self, path: Path) -> str | None:
-        """The code digest (`kllint.source.code_digest`) of the module `load` found at `path`;
+        """The code digest (`kllint.pipeline.source.code_digest`) of the module `load` found at `path`;
         None when it found none there or could not load it."""
         module = self._at_path.get(path)
         return module.code_digest() if module is not None else None
@@ -196,7 +196,7 @@ class ProjectIndex:
 
         info: ModuleInfo | None = None
         try:
-            from kllint.source import decode_source, read_regular
+            from kllint.pipeline.source import decode_source, read_regular
 
             # a regular file of at most MAX_MODULE_BYTES (never a FIFO or a device), PEP 263
             text = decode_source(read_regular(path, self.MAX_MODULE_BYTES))

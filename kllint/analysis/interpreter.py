@@ -18,12 +18,16 @@ from typing import Any, Iterable
 import libcst as cst
 import sympy as sp
 
+from kllint.analysis import calls
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.algebra import OPERATORS, Algebra
 from kllint.analysis.autograd import callers_without_grad
+from kllint.analysis.callables import STRING_METHODS
+from kllint.analysis.callables import BoundMethod as _BoundMethod
+from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.facts import Abandoned, BranchChoice, LossFact, RewardFact, SinkKind
-from kllint.analysis.fields import FieldStore
+from kllint.analysis.fields import KEY_FIELD, FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.module import LazyClass, ModuleInfo, class_method, class_methods, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
@@ -43,9 +47,6 @@ METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make"
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
-# field-store names of container keys written with `td.set("key", v)` (subscript stores are
-# mostly metrics dicts: `metrics["ref_logps"] = ref_logps.mean()` would shadow the batch's data)
-KEY_FIELD = "[]"
 
 
 @dataclass
@@ -100,16 +101,6 @@ class Frame:
         return replace(self, **changes)
 
 
-@dataclass(frozen=True)
-class KLDivModule:
-    """An `nn.KLDivLoss(...)` instance."""
-
-    reduction: str | None
-    explicit: bool
-    log_target: bool
-
-
-
 _TEXTS: dict = {}
 
 
@@ -128,6 +119,7 @@ def _text(expr: sp.Expr) -> str:
 def _stem(expr: sp.Expr) -> str:
     """The name an opaque value was made from (`t__12` -> `t`)."""
     return _text(expr).split("__")[0]
+
 
 class Interpreter:
     """Runs the entry points of one module and collects facts."""
@@ -192,7 +184,7 @@ class Interpreter:
         """The functions and methods (class name or "", name) run as entry points, in source order.
 
         Every finding starts from a KL, a reference model or a KL API, so an entry point is a
-        definition that uses a name for one (`kllint.prefilter.names_kl_or_reference`; its
+        definition that uses a name for one (`kllint.pipeline.prefilter.names_kl_or_reference`; its
         docstring and comments do not count), or one whose text calls such a definition of this
         module by name (its caller may hold the loss or reward sink). Other definitions are only
         followed as helpers.
@@ -212,7 +204,7 @@ class Interpreter:
     def _names_kl_or_reference(self, used: set[str]) -> bool:
         """Whether names of a definition (or statement) name a KL or the reference, directly, by
         the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.prefilter import names_matter
+        from kllint.pipeline.prefilter import names_matter
 
         imports, constants = self.entry.imports, self.entry.constants
         seen = set(used)
@@ -1163,8 +1155,6 @@ class Interpreter:
         return join(*options)
 
     def call(self, func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call, frame: Frame) -> Value:
-        from kllint.analysis import calls
-
         return calls.dispatch(self, func, args, kwargs, node, frame)
 
     def call_function(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
@@ -1490,21 +1480,6 @@ class _Super:
     instance: Any
 
 
-# methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
-STRING_METHODS = frozenset({"endswith", "startswith", "lower", "upper", "strip", "rstrip", "lstrip", "removesuffix",
-                            "removeprefix", "replace"})
-
-
-def string_method(text: str, name: str, args: list[Value]) -> Value:
-    """The result of `text.name(*args)` when every argument is a literal string, else Unknown."""
-    if not all(isinstance(a, Literal) and isinstance(a.value, str) for a in args):
-        return Unknown(name)
-    try:
-        return Literal(getattr(text, name)(*(a.value for a in args)))
-    except (TypeError, ValueError):
-        return Unknown(name)
-
-
 def _string_item(text: str, elements, key: Value) -> Value:
     """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
     if len(elements) != 1:
@@ -1532,26 +1507,6 @@ def _int_literal(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
         return -int(node.expression.value)
     return None
-
-
-@dataclass(frozen=True)
-class _BoundMethod:
-    """`tensor.method` or `model.method`, waiting for its call."""
-
-    obj: Any
-    name: str
-
-
-@dataclass(frozen=True)
-class _Attr:
-    """An attribute of something unknown (`trainer.args`), remembered by name."""
-
-    owner: str
-    attr: str
-
-    @property
-    def name(self) -> str:
-        return self.attr
 
 
 def covering_pairs(m: int, n: int) -> list[tuple[int, int]]:

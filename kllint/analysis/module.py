@@ -20,8 +20,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.diagnostics import Span
 from kllint.guard import guarded_parse_module
-from kllint.prefilter import parse_or_error
-from kllint.source import code_digest, source_lines, statement_lines
+from kllint.pipeline.prefilter import parse_or_error
+from kllint.pipeline.source import code_digest, source_lines, statement_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EMPTY_MODULE = cst.Module(body=[])
@@ -282,7 +282,7 @@ class ModuleInfo:
         return self._registries
 
     def code_digest(self) -> str:
-        """`kllint.source.code_digest` of this module (computed once)."""
+        """`kllint.pipeline.source.code_digest` of this module (computed once)."""
         if self._code_digest is None:
             self._code_digest = code_digest(self.lines, self.outline)
         return self._code_digest

@@ -8,7 +8,7 @@ import difflib
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 from kllint.fix import FixOutcome, fix_text
 from kllint.notebook import Notebook, NotebookError
 
@@ -66,7 +66,7 @@ def add_noqa_notebook(raw: str, diagnostics: list[Diagnostic]) -> tuple[str, int
     Raises:
         NotebookError: `raw` is not a notebook kllint can read.
     """
-    from kllint.suppression import add_noqa
+    from kllint.pipeline.suppressions import add_noqa
 
     notebook = Notebook.parse(raw)
     if notebook is None:

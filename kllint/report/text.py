@@ -28,7 +28,7 @@ def _file_text(path: str, sources: dict[str, str] | None) -> str:
     """The text of a reported file for its code frames: the buffer checked (stdin), else a
     regular file only (never a FIFO or a device), of bounded size; empty when it cannot be read."""
     from kllint.report.paths import unescape_path
-    from kllint.source import read_regular
+    from kllint.pipeline.source import read_regular
 
     if sources is not None and (path in sources or unescape_path(path) in sources):
         return sources[path] if path in sources else sources[unescape_path(path)]

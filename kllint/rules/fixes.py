@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from kllint.analysis import roles as name_roles
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Estimate
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
-    from kllint.rules.loss import LossTerm
 
 ROLE_NAMES = {"logp": "policy", "logp_detached": "policy_detached", "ref": "reference", "old": "old"}
 
@@ -146,8 +146,6 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
         source = module.source(term.anchor.node).strip()
     except Exception:  # noqa: BLE001
         return None
-    from kllint.analysis import roles as name_roles
-
     function = module.function_at(term.anchor.span.line)
     known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {})
     setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known,

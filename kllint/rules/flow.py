@@ -13,8 +13,6 @@ from kllint.rules.base import RuleContext, occurrences
 
 def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
     """Fill `ctx.losses`, `ctx.differentiated`, `ctx.named_rewards` and `ctx.choices` from the facts."""
-    from kllint.rules.reward import reward_symbols
-
     algebra = ctx.algebra
     seen: set[sp.Expr] = set()
     for fact in facts:
@@ -30,6 +28,17 @@ def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
         if isinstance(fact, RewardFact):
             for symbol in reward_symbols(fact, ctx):
                 ctx.named_rewards.setdefault(symbol, fact)
+
+
+def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
+    """The KL terms a reward fact stores linearly, with their places."""
+    algebra = ctx.algebra
+    found = {}
+    for symbol, places in occurrences(algebra.wrap(fact.value), algebra).items():
+        linear = [p for p in places if p.linear]
+        if linear:
+            found[symbol] = linear
+    return found
 
 
 def reaches_loss(ctx: RuleContext, symbol: sp.Symbol) -> bool:

@@ -15,10 +15,11 @@ from kllint.rules import rewrite
 from kllint.rules.fixes import (
     _atom, _detached_weight, _log_ratio_source, _parenthesized, _role_names, estimate_for,
 )
+from kllint.rules.wording import framework_at
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
-    from kllint.rules.loss import LossTerm
+    from kllint.rules.loss_terms import LossTerm
 
 
 def stop_spelling(module: ModuleInfo, framework: Framework):
@@ -66,8 +67,6 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     longer than `line-length`. Withheld where the statement cannot take a line before it (the
     estimate in a branch of a conditional expression, a lambda, a compound statement's header).
     """
-    from kllint.rules.wording import framework_at
-
     term = item.term
     display = Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
     if term.anchor.path != ctx.entry.display:

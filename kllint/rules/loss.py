@@ -6,70 +6,17 @@ Each KL term found in a differentiated value is judged by its gradient coefficie
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from kllint.analysis.facts import KLTerm, LossFact
-from kllint.analysis.symbolic import LPD, OLD, Coefficient, classify_coefficient
+from kllint.analysis.facts import LossFact, RewardFact
 from kllint.diagnostics import Estimate, Fix
 from kllint.rules import wording
 from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.fixes import estimate_for
 from kllint.rules.kl_fixes import loss_rewrite
+from kllint.rules.loss_terms import LossTerm, loss_terms
+from kllint.rules.reward import judge_reward_term
 from kllint.rules.trace import loss_trace
-
-
-@dataclass
-class LossTerm:
-    """One KL term in one differentiated value, with everything the loss rules need."""
-
-    term: KLTerm
-    fact: LossFact
-    coefficient: Coefficient
-    signs: list[int]
-    reduced: bool
-    off_policy: bool
-    live_elsewhere: bool
-    uses_old: bool = False  # the loss reads the rollout (old) log-probs
-    detached_policy: bool = False  # the term reads the policy's log-probs detached too
-
-    @property
-    def inverted(self) -> bool:
-        scale = self.term.estimator.scale if self.term.estimator else 1.0
-        return bool(self.signs) and all(s * scale < 0 for s in self.signs)
-
-
-def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
-    """The KL terms of a loss, each with its coefficient and how the loss uses it."""
-    algebra = ctx.algebra
-    expr = algebra.wrap(fact.loss)
-    found = occurrences(expr, algebra)
-    terms = []
-    for symbol, all_places in found.items():
-        term = algebra.kterms[symbol]
-        # a KL term inside a nonlinear function (DPO's logsigmoid of log-ratios) is not a penalty
-        if term.estimator is None:
-            continue
-        places = [p for p in all_places if not p.coefficient_of_live and
-                  (p.linear or term.estimator.name == "reference-ratio")]
-        if not places:
-            continue
-        rest = algebra.table.expand_reductions(expr.subs(symbol, 0)) if expr.has(symbol) else expr
-        rest_roles = algebra.table.role_symbols(rest)
-        for other in algebra.kl_symbols(rest):
-            rest_roles |= algebra.table.role_symbols(algebra.kterms[other].expr)
-        if term.estimator.name == "analytic":
-            coefficient = Coefficient("reverse" if algebra.live(term.expr) else "none")
-        else:
-            coefficient = classify_coefficient(term.expr, algebra.table)
-        reduced = any(p.reduced != "none" for p in places) or any(
-            r.kind == "sum" for r in algebra.table.reductions_in(term.expr))
-        terms.append(LossTerm(
-            term, fact, coefficient, [p.sign for p in places], reduced,
-            off_policy=OLD in rest_roles or bool(fact.epoch_loop),
-            live_elsewhere=algebra.live(rest),
-            uses_old=OLD in rest_roles,
-            detached_policy=LPD in algebra.table.role_symbols(term.expr),
-        ))
-    return terms
 
 
 def framework(item: LossTerm):
@@ -115,8 +62,6 @@ def subject(item: LossTerm) -> str:
 
 
 def _estimate(item: LossTerm, ctx: RuleContext) -> Estimate | None:
-    from kllint.rules.fixes import estimate_for
-
     return estimate_for(item.term, ctx, usage="loss")
 
 
@@ -238,6 +183,7 @@ LOSS_RULES = (EstimateAsLoss(), DeadKLLoss(), InvertedPenalty(), PerTokenKLLoss(
 
 
 def check_loss(fact: LossFact, ctx: RuleContext) -> None:
+    """Every loss rule on every KL term of a differentiated value, then its reward-like terms."""
     for item in loss_terms(fact, ctx):
         for rule in LOSS_RULES:
             rule.check(item, ctx)
@@ -248,9 +194,6 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
     """KL terms that multiply the live log-probs in a loss are rewards: judge them as such. A
     live term there is a reward only if it was stored as one (else it is a weighted KL loss
     term, such as k3 times a live ratio); it then leaks a pathwise gradient (KL301)."""
-    from kllint.analysis.facts import RewardFact
-    from kllint.rules.reward import judge_reward_term
-
     algebra = ctx.algebra
     for symbol, places in occurrences(algebra.wrap(fact.loss), algebra).items():
         term = algebra.kterms[symbol]

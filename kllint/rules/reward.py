@@ -7,21 +7,11 @@ from kllint.analysis.facts import RewardFact
 from kllint.analysis.symbolic import LP, ROLE_SYMBOLS
 from kllint.diagnostics import Fix
 from kllint.rules import wording
-from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.base import RuleContext, estimator_words
 from kllint.rules.fixes import estimate_for
+from kllint.rules.flow import reaches_loss, reward_symbols
 from kllint.rules.kl_fixes import reward_rewrite
 from kllint.rules.trace import reward_trace
-
-
-def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
-    """The KL terms a reward fact stores linearly, with their places."""
-    algebra = ctx.algebra
-    found = {}
-    for symbol, places in occurrences(algebra.wrap(fact.value), algebra).items():
-        linear = [p for p in places if p.linear]
-        if linear:
-            found[symbol] = linear
-    return found
 
 
 def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
@@ -29,8 +19,6 @@ def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
     differentiated value, that dataflow decides what it is (a policy-gradient coefficient, a
     preference objective's implicit reward, a weight) and the name is not used; otherwise the
     name stands for the policy-gradient term that is out of sight."""
-    from kllint.rules.flow import reaches_loss
-
     for symbol, places in reward_symbols(fact, ctx).items():
         if reaches_loss(ctx, symbol):
             continue

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from kllint.analysis import roles
+from kllint.analysis.autograd import Framework
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import Anchor
 from kllint.diagnostics import Fix, Span
 from kllint.rules import rewrite
+from kllint.rules.wording import framework_at
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
@@ -144,8 +146,6 @@ def clamp_fix(anchor: Anchor, ctx: "RuleContext") -> Fix:
     if exp is None or any(a.star for a in args):
         return display
     x, exp_func = exp
-    from kllint.analysis.autograd import Framework
-    from kllint.rules.wording import framework_at
 
     jax_numpy = _alias(module, "jax.numpy") if framework_at(anchor) is Framework.JAX else None
     bounds = _bounds(name, args)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kllint.config import ConfigError, Settings, SettingsResolver
 from kllint.diagnostics import Diagnostic, Span
-from kllint.discovery import Discovered
+from kllint.pipeline.discovery import Discovered
 from kllint.guard import AnalysisStopped
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -50,7 +50,7 @@ def check_buffer(path: Path, text: str) -> Checked:
     """The findings of the buffer `text` of the file `path` (which need not exist or be saved):
     configuration, per-file ignores and suppressions apply as for the file, helpers in other
     project modules are read from disk. Never raises."""
-    from kllint.engine import run
+    from kllint.pipeline.run import run
 
     try:
         result = run([_item(path, text)], SettingsResolver())

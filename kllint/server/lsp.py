@@ -30,7 +30,7 @@ from pygls.uris import to_fs_path
 
 from kllint import __version__
 from kllint.diagnostics import Diagnostic, Span
-from kllint.server import documents
+from kllint.server.documents import check_buffer, fix_all, fix_edit
 from kllint.server.convert import to_lsp, to_range, to_span
 
 FIX_ALL = "source.fixAll.kllint"
@@ -106,7 +106,7 @@ async def lint(ls: KllintServer, uri: str) -> None:
         return
     document = ls.workspace.get_text_document(uri)
     version, text = document.version, document.source
-    checked = await ls.in_worker(documents.check_buffer, path, text)
+    checked = await ls.in_worker(check_buffer, path, text)
     if uri not in ls.workspace.text_documents or ls.workspace.get_text_document(uri).version != version:
         return
     for note in checked.errors:
@@ -237,7 +237,7 @@ async def code_action(ls: KllintServer, params: types.CodeActionParams) -> list[
                 continue
             key = ("one", d.code, d.span, unsafe)
             if key not in result.edits:
-                result.edits[key] = await ls.in_worker(documents.fix_edit, path, result.text, d, unsafe)
+                result.edits[key] = await ls.in_worker(fix_edit, path, result.text, d, unsafe)
             edit = result.edits[key]
             if edit is None:
                 continue
@@ -251,7 +251,7 @@ async def code_action(ls: KllintServer, params: types.CodeActionParams) -> list[
     if only is not None and _wants(only, FIX_ALL):  # source actions only when asked for
         key = ("all", unsafe)
         if key not in result.edits:
-            result.edits[key] = await ls.in_worker(documents.fix_all, path, result.text, unsafe)
+            result.edits[key] = await ls.in_worker(fix_all, path, result.text, unsafe)
         new_text, count = result.edits[key]
         if count:
             whole = types.Range(types.Position(0, 0), types.Position(len(lines), 0))

@@ -14,7 +14,7 @@ used only when all of these are unchanged:
 - every project module the analysis looked at: the module files it loaded and the candidate
   files it probed and did not find (they must still be absent), as recorded by
   `ProjectIndex.begin_tracking()` / `tracked_paths()`. A loaded module counts as unchanged when
-  its bytes are (sha256) or, failing that, its code is (`kllint.source.code_digest`: the lines
+  its bytes are (sha256) or, failing that, its code is (`kllint.pipeline.source.code_digest`: the lines
   of its top-level statements with their line numbers). Editing the code of a helper module
   that the file imports therefore re-analyses the file; editing only comments or blank lines
   between its statements does not.
@@ -40,13 +40,18 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
-from kllint.discovery import Discovered
+from kllint.notebook import is_notebook
+from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.fingerprints import dependencies_unchanged, implementation_digest, package_of, settings_digest
+from kllint.pipeline.outcome import Outcome
+from kllint.pipeline.selection import filter_found
+from kllint.pipeline.source import MAX_FILE_BYTES, decode_source, read_regular
 
 CACHE_DIR_NAME = ".kllint_cache"
 CACHEDIR_TAG = "CACHEDIR.TAG"
@@ -81,175 +86,6 @@ def project_root(paths: Iterable[str | Path], cwd: Path | None = None, resolve: 
 def default_directory(paths: Iterable[str | Path], cwd: Path | None = None) -> Path:
     """`.kllint_cache` in the project root of `paths`."""
     return project_root(paths, cwd) / CACHE_DIR_NAME
-
-
-# -- digests ---------------------------------------------------------------------------------
-
-_FILE_DIGESTS: dict[Path, tuple[tuple[int, int, int], str | None]] = {}
-
-
-def file_digest(path: Path) -> str | None:
-    """sha256 of a file's bytes (None when it is not a readable file); memoised by stat."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-    known = _FILE_DIGESTS.get(path)
-    if known is not None and known[0] == signature:
-        return known[1]
-    from kllint.engine import MAX_FILE_BYTES
-    from kllint.source import read_regular
-
-    try:
-        digest: str | None = hashlib.sha256(read_regular(path, MAX_FILE_BYTES)).hexdigest()
-    except (OSError, RuntimeError):
-        digest = None
-    _FILE_DIGESTS[path] = (signature, digest)
-    return digest
-
-
-def dependency_digests(tracked: dict[Path, bool], index: Any = None) -> dict[str, Any]:
-    """The recorded dependencies of one analysis: a loaded module -> [sha256 of its bytes, its
-    code digest (`kllint.source.code_digest`, from `index` when it loaded the module, else
-    None), the real path it resolves to (the analysis names a module by it: a symlink pointed
-    elsewhere is a change)], an absent candidate -> None."""
-    deps: dict[str, Any] = {}
-    for path, exists in tracked.items():
-        if exists:
-            code = index.code_digest(path) if index is not None else None
-            deps[str(path)] = [file_digest(path), code, _real_path(path)]
-        else:
-            deps[str(path)] = None
-    return deps
-
-
-def _real_path(path: Path) -> str | None:
-    try:
-        return str(path.resolve())
-    except (OSError, RuntimeError):
-        return None
-
-
-def current_code_digest(path: Path) -> str | None:
-    """The code digest of the module file at `path` as the project index would load it; None
-    when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
-    from kllint.analysis.index import ProjectIndex
-    from kllint.prefilter import parse_or_error
-    from kllint.source import code_digest, decode_source, read_regular, source_lines
-
-    try:
-        text = decode_source(read_regular(path, ProjectIndex.MAX_MODULE_BYTES))
-    except (OSError, RuntimeError, UnicodeDecodeError, LookupError, SyntaxError):
-        return None
-    outline, error = parse_or_error(text)
-    return code_digest(source_lines(text), outline) if error is None else None
-
-
-def _dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:
-    """Whether every dependency is unchanged: an absent one still absent, a module file at the
-    same real path with the same bytes or, failing that, the same code digest (an edit of its comments or blank lines
-    between statements keeps the results of its importers). `seen` memoises digests over one run,
-    in which files do not change (many files share helpers)."""
-    seen = {} if seen is None else seen
-    for name, recorded in deps.items():
-        if name not in seen:
-            seen[name] = file_digest(Path(name))
-        if recorded is None:
-            if seen[name] is not None:
-                return False
-            continue
-        if not isinstance(recorded, list) or len(recorded) != 3:
-            return False
-        digest, code, real = recorded
-        key = "real:" + name
-        if key not in seen:
-            seen[key] = _real_path(Path(name))
-        if seen[key] != real or real is None:
-            return False
-        if seen[name] == digest:
-            continue
-        if seen[name] is None or code is None:
-            return False
-        key = "code:" + name
-        if key not in seen:
-            seen[key] = current_code_digest(Path(name))
-        if seen[key] != code:
-            return False
-    return True
-
-
-_IMPLEMENTATION: str | None = None
-
-
-def implementation_digest() -> str:
-    """kllint's version and the sha256 of its own Python sources, plus the analysis entry points.
-
-    The sources count because an editable install keeps its version while its code changes; the
-    entry points count because tests replace the analysis by a fake one in process.
-    """
-    global _IMPLEMENTATION
-    import sys
-
-    import kllint
-    from kllint import prefilter
-
-    # the analysis (libcst, sympy) is not imported just to read this name: if nothing imported
-    # it yet, nothing replaced its entry point either
-    checker = sys.modules.get("kllint.analysis.checker")
-    check_source = checker.check_source if checker is not None else None
-
-    hasher = hashlib.sha256(f"{kllint.__version__}\0{FORMAT}\0".encode())
-    package = Path(kllint.__file__).resolve().parent
-    if _IMPLEMENTATION is None:
-        sources = hashlib.sha256()
-        for path in sorted(package.rglob("*.py")):
-            try:
-                sources.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
-            except OSError:
-                continue
-        _IMPLEMENTATION = sources.hexdigest()
-    hasher.update(_IMPLEMENTATION.encode())
-    names = ["kllint.analysis.checker.check_source" if check_source is None
-             else f"{check_source.__module__}.{check_source.__qualname__}"]
-    names.append(f"{prefilter.might_matter.__module__}.{prefilter.might_matter.__qualname__}")
-    for name in names:
-        hasher.update(f"\0{name}".encode())
-    return hasher.hexdigest()
-
-
-# Settings a cached result does not depend on: the selection and suppression settings are
-# applied afresh to every hit (`engine.filter_found`), the others act before the analysis
-# (discovery) or after it (output).
-_APPLIED_ON_HITS = ("select", "extend_select", "ignore", "per_file_ignores", "blanket_noqa",
-                    "exclude", "extend_exclude", "respect_gitignore", "output_format",
-                    "time_budget")  # a result that ran out of time is never stored
-
-
-def settings_digest(settings: Settings) -> str:
-    """A digest of everything in `settings` that can change what the analysis of a file gives
-    (the vocabulary, for one); selection and suppression settings are left out, so changing
-    `--select` or `ignore` re-uses the cached results."""
-    data = asdict(settings)
-    for name in _APPLIED_ON_HITS:
-        data.pop(name, None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _package_of(path: Path, known: dict[Path, tuple[str, str]] | None = None) -> list[str]:
-    """[import root, dotted module name, whether the root has a `src` folder] of a file; `known`
-    memoises the folder part per folder."""
-    from kllint.analysis.index import package_root
-
-    root, name = package_root(path)
-    folder = known.get(path.parent) if known is not None else None
-    if folder is None:
-        folder = (str(root), str((root / "src").is_dir()))
-        if known is not None:
-            known[path.parent] = folder
-    return [folder[0], name, folder[1]]
 
 
 # -- serialisation of diagnostics (JSON, only the known data classes) ------------------------
@@ -298,7 +134,7 @@ class ResultCache:
         self.enabled = True
         self.hits = 0
         self.misses = 0
-        self._implementation = implementation_digest()
+        self._implementation = implementation_digest(FORMAT)
         self._settings: dict[int, tuple[Settings, str]] = {}
         self._run_digests: dict[str, Any] = {}  # dependency digests, memoised over this run
         self._packages: dict[Path, tuple[str, str]] = {}  # folder -> (import root, has src), this run
@@ -333,22 +169,16 @@ class ResultCache:
         return self.entries / key[:2] / f"{key}.json"
 
     def lookup(self, item: Discovered, settings: Settings):
-        """The `engine.Outcome` of an unchanged file, or None (a miss, also for any problem)."""
-        from kllint.engine import Outcome, filter_found
-        from kllint.source import decode_source
-
+        """The `Outcome` of an unchanged file, or None (a miss, also for any problem)."""
         if not self.enabled:
             return None
-        from kllint.engine import MAX_FILE_BYTES
-        from kllint.source import read_regular
-
         try:
             entry = _load_entry(self._entry_path(item, settings))
             raw = read_regular(item.path, MAX_FILE_BYTES)
             digest = hashlib.sha256(raw).hexdigest()
             valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
-                     and entry.get("digest") == digest and entry.get("package") == _package_of(item.path, self._packages)
-                     and isinstance(entry.get("deps"), dict) and _dependencies_unchanged(entry["deps"], self._run_digests))
+                     and entry.get("digest") == digest and entry.get("package") == package_of(item.path, self._packages)
+                     and isinstance(entry.get("deps"), dict) and dependencies_unchanged(entry["deps"], self._run_digests))
             if not valid:
                 self.misses += 1
                 return None
@@ -369,7 +199,7 @@ class ResultCache:
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
                        gave_up=gave_up, warnings=warnings)
 
-    def store(self, item: Discovered, settings: Settings, outcome: Any) -> None:
+    def store(self, item: Discovered, settings: Settings, outcome: Outcome) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
         if not self.enabled or outcome.digest is None or outcome.errors:
             return
@@ -378,7 +208,7 @@ class ResultCache:
                 "implementation": self._implementation,
                 "path": str(item.path.resolve()),
                 "digest": outcome.digest,
-                "package": _package_of(item.path, self._packages),
+                "package": package_of(item.path, self._packages),
                 "deps": dict(outcome.deps or {}),
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),
@@ -418,8 +248,6 @@ def _load_entry(path: Path) -> Any:
         OSError: missing, not a regular file (a symbolic link, a FIFO, a device) or too large.
         ValueError: the digest does not match or the JSON is invalid.
     """
-    from kllint.source import read_regular
-
     _real_folder(path.parent.parent, path.parent)
     data = read_regular(path, MAX_ENTRY_BYTES, follow_symlinks=False)
     check, _, body = data.partition(b"\n")
@@ -445,8 +273,6 @@ def _write_atomic(target: Path, data: bytes) -> None:
 def is_cache_directory(directory: Path) -> bool:
     """True when `directory` holds the CACHEDIR.TAG that kllint writes (safe to delete)."""
     try:
-        from kllint.source import read_regular
-
         tag = read_regular(directory / CACHEDIR_TAG, 64 * 1024, follow_symlinks=False)
         return tag.decode("utf-8", errors="replace").startswith(TAG_SIGNATURE)
     except OSError:
@@ -466,3 +292,9 @@ def clean(directory: Path) -> tuple[bool, int]:
     count = sum(1 for p in directory.rglob("*") if p.is_file())
     shutil.rmtree(directory)
     return True, count
+
+
+def cacheable(item: Discovered) -> bool:
+    """Whether the result cache may keep `item`'s result: not for text given in memory (stdin,
+    an editor's buffer), nor for notebooks (their findings are per cell)."""
+    return item.content is None and not is_notebook(item.path)

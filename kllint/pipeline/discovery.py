@@ -60,7 +60,7 @@ def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
     if not ignore_file.is_file():
         return None
     try:
-        from kllint.source import read_regular
+        from kllint.pipeline.source import read_regular
 
         lines = read_regular(ignore_file, 4 * 1024 * 1024).decode("utf-8", errors="replace").splitlines()
     except (OSError, RuntimeError):

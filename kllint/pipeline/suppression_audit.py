@@ -2,7 +2,7 @@
 suppressions that hide nothing (the opt-in rule KL901 `unused-suppression`, fixable).
 
 A directive is one `# noqa: ...`, `# kllint: ignore[...]` or `# kllint: file-ignore[...]`
-(the grammar of `kllint.suppression`). Only kllint's own codes are judged: `# noqa: E501, KL102`
+(the grammar of `kllint.pipeline.suppressions`). Only kllint's own codes are judged: `# noqa: E501, KL102`
 leaves `E501` to the tool it belongs to, while every code inside `kllint: ignore[...]` must be a
 kllint code or prefix. A code counts as used when a finding of an enabled rule with that code
 (or prefix) lies on a line the directive covers; codes of rules that are not enabled are left
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kllint.diagnostics import Diagnostic, Fix, Span
 from kllint.rules.registry import BY_CODE
-from kllint.suppression import _FILE_IGNORE, _IGNORE, _NOQA, comments, may_name_kllint
+from kllint.pipeline.suppressions import _FILE_IGNORE, _IGNORE, _NOQA, comments, may_name_kllint
 
 UNUSED_CODE = "KL901"
 _TOKEN = re.compile(r"[^\s,]+")

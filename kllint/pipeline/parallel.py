@@ -1,12 +1,13 @@
 """Analyse many files with a pool of worker processes, and survive workers that die.
 
-`engine.run` hands the files that need analysis to `analyse` when `--jobs` is above 1 and more
-than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses the `spawn` start method (no fork: the parent
-may hold threads and large parsed trees). Files are grouped by folder (a package), so the files
-of one package tend to be analysed by one worker, whose `ProjectIndex` keeps the modules it has
-parsed for every file it handles; large folders are cut into several chunks so that the work
-spreads over the workers, and the largest chunks are submitted first. Results are delivered per
-file to a callback; `engine.run` orders them, so the output does not depend on the pool.
+`kllint.pipeline.run` hands the files that need analysis to `analyse` when `--jobs` is above 1
+and more than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses the `spawn`
+start method (no fork: the parent may hold threads and large parsed trees). Files are grouped
+by folder (a package), so the files of one package tend to be analysed by one worker, whose
+`ProjectIndex` keeps the modules it has parsed for every file it handles; large folders are cut
+into several chunks so that the work spreads over the workers, and the largest chunks are
+submitted first. Results are delivered per file to a callback; `kllint.pipeline.run` orders
+them, so the output does not depend on the pool.
 
 A worker that crashes (segmentation fault, killed by the out-of-memory killer, `os._exit`)
 breaks the whole pool. Every worker marks in a shared array the file it is working on, so after
@@ -36,15 +37,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from kllint.analysis.index import ProjectIndex
 from kllint.config import Settings
-from kllint.discovery import Discovered
 from kllint.exit import fast_exit
-
-if TYPE_CHECKING:
-    from kllint.analysis.index import ProjectIndex
-    from kllint.engine import Outcome
+from kllint.memory import use_analysis_thresholds
+from kllint.pipeline import prefilter
+from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.file import analyse_file
+from kllint.pipeline.outcome import Outcome
+from kllint.pipeline.source import MAX_FILE_BYTES, read_regular
 
 THRESHOLD = 8
 CHUNKS_PER_JOB = 16
@@ -67,17 +70,13 @@ Done = Callable[[int, "Outcome"], None]
 def worth_it(items: list[Discovered]) -> bool:
     """Whether more than THRESHOLD of `items` pass the prefilter (only those need real work;
     starting workers costs about a second each). Reads the files until it knows."""
-    from kllint.engine import MAX_FILE_BYTES
-    from kllint.prefilter import might_matter
-    from kllint.source import read_regular
-
     candidates = 0
     for item in items:
         try:
             text = read_regular(item.path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except (OSError, RuntimeError):
             continue
-        if might_matter(text):
+        if prefilter.might_matter(text):
             candidates += 1
             if candidates > THRESHOLD:
                 return True
@@ -91,11 +90,10 @@ def usable() -> bool:
     replaced (by a test double or an embedding application), they would not, so the run stays
     in this process.
     """
-    from kllint import prefilter
-    from kllint.analysis import checker
+    from kllint.rules import dispatch  # the analysis (libcst, sympy): only when a pool is considered
 
-    return (getattr(checker.check_source, "__module__", None) == "kllint.analysis.checker"
-            and getattr(prefilter.might_matter, "__module__", None) == "kllint.prefilter")
+    return (getattr(dispatch.check_source, "__module__", None) == "kllint.rules.dispatch"
+            and getattr(prefilter.might_matter, "__module__", None) == "kllint.pipeline.prefilter")
 
 
 # -- in the worker processes -----------------------------------------------------------------
@@ -106,8 +104,6 @@ _STATUS: Any = None
 
 def _init_worker(status: Any) -> None:
     global _INDEX, _STATUS
-    from kllint.memory import use_analysis_thresholds
-
     _INDEX, _STATUS = None, status
     use_analysis_thresholds()
     atexit.register(fast_exit)  # results are sent before exit; freeing the worker's index is waste
@@ -123,18 +119,13 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _internal_error(item: Discovered, message: str) -> "Outcome":
-    from kllint.engine import Outcome
-
+def _internal_error(item: Discovered, message: str) -> Outcome:
     return Outcome([], [], [f"{item.display}: internal error: {message}"])
 
 
 def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> list[tuple[int, "Outcome"]]:
     """Analyse the files of one chunk with this worker's index; never raises for one file."""
     global _INDEX
-    from kllint.analysis.index import ProjectIndex
-    from kllint.engine import analyse_file
-
     if _INDEX is None:
         _INDEX = ProjectIndex()
     crash_on = {name for name in os.environ.get(CRASH_ENV, "").split(",") if name}
@@ -286,9 +277,6 @@ def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
 def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
     """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
     once per task, in completion order, in this process (also after worker crashes)."""
-    from kllint.analysis.index import ProjectIndex
-    from kllint.engine import analyse_file
-
     remaining = list(tasks)
     while remaining:
         unfinished, suspects = _round(remaining, jobs, track, done)

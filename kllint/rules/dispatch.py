@@ -1,18 +1,36 @@
-"""One file through the analysis: parse, interpret every entry point, hand the facts to the rules."""
+"""One module through the analysis, then the rules: interpret every entry point, then hand each
+observation (`kllint.analysis.facts`) to the rules that judge its kind, in the order the analysis
+recorded them."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any, Callable
 
-from kllint.analysis.facts import CallFact, ClampFact, LossFact, RewardFact
+from kllint.analysis.facts import (
+    ClampFact, ClassMeanOfKlDiv, KlDivCall, KlDivLossConstruction, LossFact, OptaxKlCall, ReferenceForward,
+    RewardFact,
+)
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
 from kllint.diagnostics import Diagnostic
-from kllint.rules.api import check_call, check_clamp
+from kllint.rules.api import CLAMP_AFTER_EXP, KL_DIV_MEAN, KL_DIV_SPACES, REFERENCE_FORWARD
 from kllint.rules.base import RuleContext
-from kllint.rules.loss import check_loss
 from kllint.rules.flow import prepare
+from kllint.rules.loss import check_loss
 from kllint.rules.reward import check_reward
+
+# the rules that judge each kind of observation, in the order they report
+JUDGES: dict[type, tuple[Callable[[Any, RuleContext], None], ...]] = {
+    ClampFact: (CLAMP_AFTER_EXP.check,),
+    LossFact: (check_loss,),
+    RewardFact: (check_reward,),
+    KlDivCall: (KL_DIV_SPACES.check_kl_div, KL_DIV_MEAN.check_kl_div),
+    KlDivLossConstruction: (KL_DIV_MEAN.check_construction,),
+    ClassMeanOfKlDiv: (KL_DIV_MEAN.check_class_mean,),
+    OptaxKlCall: (KL_DIV_SPACES.check_optax,),
+    ReferenceForward: (REFERENCE_FORWARD.check,),
+}
 
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
@@ -25,7 +43,7 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     limit on a path that carries log-probs or KL terms).
 
     Raises:
-        SyntaxError: the source does not parse (reported as KL900 by the engine).
+        SyntaxError: the source does not parse (reported as KL900 by `kllint.pipeline.file`).
     """
     index = index or ProjectIndex()
     entry = index.module_for_file(text, path, display, outline)
@@ -42,12 +60,6 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
                       line_length=getattr(settings, "line_length", None) or 88)
     prepare(ctx, interpreter.facts)
     for fact in interpreter.facts:
-        if isinstance(fact, ClampFact):
-            check_clamp(fact, ctx)
-        elif isinstance(fact, LossFact):
-            check_loss(fact, ctx)
-        elif isinstance(fact, RewardFact):
-            check_reward(fact, ctx)
-        elif isinstance(fact, CallFact):
-            check_call(fact, ctx)
+        for judge in JUDGES.get(type(fact), ()):
+            judge(fact, ctx)
     return ctx.diagnostics()

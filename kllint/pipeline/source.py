@@ -10,6 +10,8 @@ import re
 import stat
 import tokenize
 
+# the largest file kllint checks (larger ones are reported, not read)
+MAX_FILE_BYTES = 20 * 1024 * 1024
 # Python's own line breaks (str.splitlines also breaks at form feeds and other controls)
 _LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
 
@@ -115,7 +117,7 @@ def code_digest(lines: list[str], outline: ast.Module) -> str:
 
     Comments and blank lines between top-level statements are left out: no definition, constant,
     import or position the analysis takes from the module depends on them, so the result cache
-    (kllint.cache) keeps the results of the modules that import one whose edit touched only those.
+    (kllint.pipeline.cache) keeps the results of the modules that import one whose edit touched only those.
     `lines` are the module's `source_lines`, `outline` its `ast` tree.
     """
     digest = hashlib.sha256()

@@ -1,0 +1,53 @@
+"""Callable values the interpreter builds and the call handlers (`kllint.analysis.calls`) consume:
+a method waiting for its call, an attribute of something unknown, an `nn.KLDivLoss` instance,
+and the string methods evaluated on known option strings."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kllint.analysis.values import Literal, Unknown, Value
+
+# methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
+STRING_METHODS = frozenset({"endswith", "startswith", "lower", "upper", "strip", "rstrip", "lstrip", "removesuffix",
+                            "removeprefix", "replace"})
+
+
+@dataclass(frozen=True)
+class KLDivModule:
+    """An `nn.KLDivLoss(...)` instance."""
+
+    reduction: str | None
+    explicit: bool
+    log_target: bool
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """`tensor.method` or `model.method`, waiting for its call."""
+
+    obj: Any
+    name: str
+
+
+@dataclass(frozen=True)
+class UnresolvedAttribute:
+    """An attribute of something unknown (`trainer.args`), remembered by name."""
+
+    owner: str
+    attr: str
+
+    @property
+    def name(self) -> str:
+        """The attribute's name (what an unknown call of it is called)."""
+        return self.attr
+
+
+def string_method(text: str, name: str, args: list[Value]) -> Value:
+    """The result of `text.name(*args)` when every argument is a literal string, else Unknown."""
+    if not all(isinstance(a, Literal) and isinstance(a.value, str) for a in args):
+        return Unknown(name)
+    try:
+        return Literal(getattr(text, name)(*(a.value for a in args)))
+    except (TypeError, ValueError):
+        return Unknown(name)

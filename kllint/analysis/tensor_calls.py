@@ -1,0 +1,299 @@
+"""What tensor-library functions (`torch.X`, `jnp.X`, `F.X`) and tensor methods (`x.X(...)`)
+compute, on the analysis's values: arithmetic, exp / log, clamps (a clamp of exp(log-ratio) is
+observed: `ClampFact`), reductions over tokens (a mean over the classes of an elementwise kl_div
+is observed: `ClassMeanOfKlDiv`), gathers, `backward()` as a loss sink; and the argument helpers
+the call handlers share (`kllint.analysis.calls`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+import sympy as sp
+from sympy.core.function import AppliedUndef
+
+from kllint.analysis import frameworks as fw
+from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, SinkKind
+from kllint.analysis.protocols import FrameLike, InterpreterLike
+from kllint.analysis.symbolic import (
+    LOGRATIO, LP, LPD, OLD, REF, Clamp, classify_value, on_policy_value, proportional,
+)
+from kllint.analysis.values import (
+    Alts, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+
+
+def model_argument(values: list[Value], depth: int = 0) -> Model | None:
+    """A network among call arguments (also inside dicts and tuples)."""
+    for value in values:
+        for option in alternatives(value):
+            if isinstance(option, Model):
+                return option
+            if depth < 2 and isinstance(option, Mapping):
+                found = model_argument([v for _, v in option.items], depth + 1)
+                if found is not None:
+                    return found
+            if depth < 2 and isinstance(option, Sequence):
+                found = model_argument(list(option.items), depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def argument(args: list[Value], kwargs: dict[str, Value], position: int, *names: str) -> Value | None:
+    for name in names:
+        if name in kwargs:
+            return kwargs[name]
+    return args[position] if len(args) > position else None
+
+
+def literal_value(value: Value | None) -> Any:
+    if isinstance(value, Literal):
+        return value.value
+    return None
+
+
+def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                    frame: FrameLike) -> Value:
+    """`torch.X(...)`, `jnp.X(...)`, `F.X(...)`: the first argument is the tensor operated on."""
+    model = model_argument(list(args))
+    if model is not None and name in ("split", "merge", "state", "graphdef", "jit", "remat", "checkpoint"):
+        return Sequence((model, model, model)) if name == "split" else model  # Flax NNX split / merge
+    if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
+        items = args[0] if args else Unknown()
+        return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+    if name in fw.NEGATIVE_LOGPROB_LOSSES:
+        return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("mean"))))
+    if name in fw.CONSTANT_LIKE:
+        return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
+    if name in fw.CREATION:
+        if name in ("tensor", "array", "asarray", "full") and args and _is_constant(args[-1 if name == "full" else 0]) \
+                and isinstance(args[-1 if name == "full" else 0], Literal):
+            return it.algebra.number(args[-1 if name == "full" else 0].value)  # `mx.array(0.0)`: a constant
+        if name in fw.BUFFERS:
+            # a preallocated buffer holds what is written into it later, whatever it is named
+            return it.algebra.opaque(name).with_(kind="buffer")
+        return it.algebra.opaque(name)
+    if name == "where" and len(args) >= 3:
+        x, y = args[1], args[2]
+        if _is_constant(y):
+            return x
+        if _is_constant(x):
+            return y
+        # masking or padding: `where(mask, logp, fill)` keeps the operand that carries a role
+        x_roles, y_roles = _carries_roles(it, x), _carries_roles(it, y)
+        if x_roles and not y_roles:
+            return x
+        if y_roles and not x_roles:
+            return y
+        return _piecewise(it, "where", x, y)
+    if name in fw.MULTI_ARG_ARITH and len(args) >= 2:
+        return it.arith(fw.MULTI_ARG_ARITH[name], args[0], args[1], node, frame)
+    if name in fw.PAIRWISE_CLAMPS and len(args) >= 2:
+        if _is_constant(args[1]):
+            return clamp(it, args[0], node, frame)
+        if _is_constant(args[0]):
+            return clamp(it, args[1], node, frame)
+        return _piecewise(it, name, args[0], args[1])
+    if name in ("max", "min") and len(args) >= 2 and not _is_int_literal(args[1]):
+        if _is_constant(args[1]):
+            return clamp(it, args[0], node, frame)
+        return _piecewise(it, name, args[0], args[1])
+    if name == "pow" and len(args) >= 2:
+        return it.arith("**", args[0], args[1], node, frame)
+    if not args:
+        return it.algebra.opaque(name)
+    return tensor_method(it, args[0], name, args[1:], kwargs, node, frame, functional=True)
+
+
+def _piecewise(it: InterpreterLike, name: str, x: Value, y: Value) -> Value:
+    """Elementwise `maximum(x, y)` / `minimum` / `where(mask, x, y)` of two tensors: at every
+    element the value, and its gradient, is one of the operands (PPO's clipped surrogate
+    `max(-A * ratio, -A * clip(ratio))`), so the result is either operand. Operands that carry no
+    role keep the dependencies only."""
+    if _carries_roles(it, x) and _carries_roles(it, y):
+        # where one operand is constant in the policy (PPO's dual clip `min(-A * c, ...)`) the
+        # gradient is zero by design: the operands that carry the gradient are what the loss is
+        live = [v for v in (x, y) if any(isinstance(o, Tensor) and it.algebra.live(it.algebra.wrap(o))
+                                         for o in alternatives(v))]
+        return join(*live) if len(live) == 1 else join(x, y)
+    return it.algebra.opaque_call(name, [it.as_tensor(x), it.as_tensor(y)])
+
+
+def negative_logprob(it: InterpreterLike, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
+                     frame: FrameLike, reduction: Any) -> Value:
+    """`cross_entropy(logits, labels)` / `nll_loss(log_probs, labels)`: minus the log-prob of the
+    labels, of the role of the logits (a common way to gather token log-probs:
+    `-F.cross_entropy(logits, labels, reduction="none")`); reduced unless `reduction="none"`."""
+    first = args[0] if args else kwargs.get("input")
+    options = []
+    for option in alternatives(first) if first is not None else ():
+        if isinstance(option, (Tensor, Model)) and (isinstance(option, Model) or it.algebra.has_roles(option.expr)):
+            logp = it.as_tensor(option).with_(space="logprob", vocab=False)
+            value = it.algebra.unary(logp, lambda e: -e, it.anchor(node, frame))
+            options.append(value if reduction == "none" else it.algebra.reduce(value, "sum"))
+        else:
+            options.append(it.algebra.opaque("cross_entropy"))
+    return join(*options) if options else it.algebra.opaque("cross_entropy")
+
+
+def _is_constant(value: Value) -> bool:
+    if isinstance(value, Literal):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    if isinstance(value, Tensor):
+        return value.expr.is_number
+    return isinstance(value, ConfigValue)
+
+
+def _carries_roles(it: InterpreterLike, value: Value) -> bool:
+    """Any alternative is a tensor with a log-prob role or a KL term (or a network)."""
+    return any(isinstance(o, Model) or (isinstance(o, Tensor) and it.algebra.has_roles(o.expr))
+               for o in alternatives(value))
+
+
+def _is_int_literal(value: Value) -> bool:
+    return isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool)
+
+
+def clamp(it: InterpreterLike, value: Value, node: cst.Call, frame: FrameLike) -> Value:
+    """A clamp: identity inside its range (kept as a marker). A clamp of exp(log-ratio) is
+    observed (`ClampFact`); KL601 is judged where the clamped value reaches a loss."""
+    options = []
+    for option in alternatives(value):
+        if not isinstance(option, Tensor):
+            options.append(option)
+            continue
+        clamped = it.algebra.clamp(option, it.anchor(node, frame))
+        if _exp_of_live_logratio(it, option.expr) and clamped.expr.has(Clamp):
+            it.emit(frame, ClampFact(clamped.expr, it.anchor(node, frame), frame.call_stack))
+        options.append(clamped)
+    return join(*options)
+
+
+def _exp_of_live_logratio(it: InterpreterLike, expr: sp.Expr) -> bool:
+    """A KL estimate (not a PPO ratio clip) with the exp of an unclamped live log-ratio: a
+    difference of log-probs, unbounded (exp of a log-softmax is a probability, at most 1)."""
+    if REF not in it.algebra.table.role_symbols(expr):
+        return False
+    match = classify_value(expr, it.algebra.table) if it.algebra.table.is_pure(expr) else None
+    if match is not None and match.name == "reference-ratio":
+        return False
+    for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
+        if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
+            if _log_ratio(sub.args[0]):
+                return True
+    return False
+
+
+def _log_ratio(expr: sp.Expr) -> bool:
+    """A difference of log-probs of two policies: it depends on two of them, and no longer on
+    them once they are all equal (through opaque helpers, such as padding, the first suffices)."""
+    roles_in = expr.free_symbols & {LP, LPD, REF, OLD}
+    if len(roles_in) < 2:
+        return False  # exp of one policy's log-probs is a probability, at most 1
+    if expr.atoms(AppliedUndef):
+        return True
+    common = sp.Dummy("common", real=True)
+    same = expr.xreplace({symbol: common for symbol in roles_in})
+    return common not in same.free_symbols
+
+
+def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value], kwargs: dict[str, Value],
+                  node: cst.Call, frame: FrameLike, functional: bool = False) -> Value:
+    """`x.method(...)` (or `torch.method(x, ...)` with `functional`)."""
+    if isinstance(obj, Alts):
+        return join(*(tensor_method(it, option, name, args, kwargs, node, frame, functional)
+                      for option in obj.options))
+    if not isinstance(obj, Tensor):
+        if isinstance(obj, Model):
+            obj = it.as_tensor(obj)
+        elif isinstance(obj, Sequence) and name in ("stack", "cat"):
+            return join(*obj.items)
+        else:
+            return it.algebra.opaque(name)
+    algebra = it.algebra
+    anchor = it.anchor(node, frame)
+    if name == "backward":
+        target = obj
+        if args and isinstance(args[0], Tensor) and not algebra.has_roles(obj.expr):
+            target = args[0]
+        it.loss_sink(target, node, frame, SinkKind.BACKWARD_METHOD, "backward")
+        return Unknown("backward")
+    if name in fw.DETACH:
+        return algebra.detach(obj)
+    if name in fw.CONSUME:
+        return Unknown("metric")
+    if name in ("gather", "take_along_axis", "index_select", "take"):
+        return obj.with_(vocab=False)
+    if name in fw.IDENTITY or name in ("scale",):
+        return obj
+    if name in fw.EXP:
+        space = "prob" if obj.space == "logprob" else None
+        return algebra.unary(obj, sp.exp, anchor).with_(space=space)
+    if name in fw.LOG:
+        space = "logprob" if obj.space == "prob" else None
+        return algebra.unary(obj, sp.log, anchor).with_(space=space)
+    if name == "expm1":
+        return algebra.unary(obj, lambda e: sp.exp(e) - 1, anchor)
+    if name == "log1p":
+        return algebra.unary(obj, lambda e: sp.log(1 + e), anchor)
+    if name in ("square",):
+        return algebra.unary(obj, lambda e: e ** 2, anchor)
+    if name in ("pow", "power", "float_power") and args:
+        return it.arith("**", obj, args[0], node, frame)
+    if name == "sqrt":
+        return algebra.unary(obj, sp.sqrt, anchor)
+    if name in ("abs", "absolute"):
+        return algebra.unary(obj, sp.Abs, anchor)
+    if name in ("neg", "negative"):
+        return algebra.unary(obj, lambda e: -e, anchor)
+    if name in fw.MULTI_ARG_ARITH and args:
+        return it.arith(fw.MULTI_ARG_ARITH[name], obj, args[0], node, frame)
+    if name in fw.CLAMPS:
+        return clamp(it, obj, node, frame)
+    if name == "softmax":  # probabilities of a distribution whose log-probs are the (normalised) logits
+        return algebra.unary(obj, sp.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
+    if name == "log_softmax":
+        return obj.with_(space="logprob", vocab=True)
+    if name in fw.PROB_MAPS or name in fw.LOGPROB_MAPS:
+        space = "prob" if name in fw.PROB_MAPS else "logprob"
+        return algebra.unary(obj, sp.Function(name), anchor).with_(space=space)
+    if name in fw.REDUCTIONS:
+        if obj.kind == "analytic_elementwise" and name == "sum":
+            return obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
+        if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
+            dim = argument(args, kwargs, 0, "dim", "axis")
+            if dim is None or literal_value(dim) in (-1,):
+                it.emit(frame, ClassMeanOfKlDiv(anchor))
+        if obj.space in ("prob", "logprob") and obj.vocab:
+            dim = literal_value(argument(args, kwargs, 0, "dim", "axis"))
+            if dim not in (-1, None):
+                return obj  # an average over the batch keeps the distribution
+        if obj.vocab and it.algebra.table.is_pure(obj.expr) and name == "sum":
+            summed = vocabulary_kl(it, obj, node, frame)
+            if summed is not None:
+                return summed
+        return algebra.reduce(obj, "sum", frame.call_stack + (anchor,))
+    if name in fw.CUMULATIVE:
+        return algebra.reduce(obj, "rtg", frame.call_stack + (anchor,))
+    if name == "logsumexp" and obj.space == "logits":
+        # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
+        return it.algebra.number(0).with_(kind="log_normaliser")
+    if name in fw.OPAQUE_REDUCTIONS:
+        if args and isinstance(args[0], Tensor) and not _is_int_literal(args[0]):
+            if _is_constant(args[0]):
+                return clamp(it, obj, node, frame)
+            return algebra.opaque_call(name, [obj, args[0]])
+        return algebra.opaque_call(name, [obj])
+    if name in ("masked_fill", "masked_scatter", "fill_"):
+        return obj
+    tensors = [obj] + [a for a in args if isinstance(a, Tensor)]
+    return algebra.opaque_call(name, tensors)
+
+
+def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:
+    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
+    value = on_policy_value(t.expr, it.algebra.table)
+    if proportional(value, sp.exp(LP) * LOGRATIO) is None:
+        return None
+    return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))

@@ -1,0 +1,174 @@
+"""One file to its result: read -> decode -> parse -> prefilter -> analyse and judge
+(`kllint.rules.dispatch`) -> select and suppress (`kllint.pipeline.selection`).
+
+Every failure on one file becomes a KL900 diagnostic or an internal-error note for that file;
+the run (`kllint.pipeline.run`) always goes on with the other files. Worker processes
+(`kllint.pipeline.parallel`) call `analyse_file` too.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from kllint.config import Settings
+from kllint.diagnostics import Diagnostic, Span
+from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
+from kllint.notebook import Notebook, NotebookError, is_notebook
+from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
+from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.fingerprints import dependency_digests
+from kllint.pipeline.outcome import Outcome
+from kllint.pipeline.selection import filter_found
+from kllint.pipeline.source import (
+    MAX_FILE_BYTES, FileTooLargeError, NotRegularFileError, decode_source, read_regular,
+)
+from kllint.rules.registry import BY_CODE
+
+if TYPE_CHECKING:
+    from kllint.analysis.index import ProjectIndex
+
+
+def parse_failure(error: SyntaxError) -> str:
+    """The message of a KL900 for a file that does not parse; never empty."""
+    if getattr(error, "newer_python", False):
+        return error.msg
+    return f"cannot parse: {error.msg or type(error).__name__}"
+
+
+def syntax_diagnostic(display: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    """A KL900 (the file is not checked) at `line`, `column` of the file shown as `display`."""
+    info = BY_CODE["KL900"]
+    return Diagnostic(info.code, info.name, info.severity, display,
+                      Span(line, column, line, column + 1), message)
+
+
+def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
+    return Outcome(found, list(found), digest=digest)
+
+
+def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
+                 track: bool = False, prefilter: bool = True) -> Outcome:
+    """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
+    never raises for bad input. With `prefilter` off, the analysis runs even on files that name
+    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    if is_notebook(item.path):
+        return analyse_notebook(item, settings, index, prefilter)
+    return _analyse_python(item, settings, index, track, prefilter)
+
+
+def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
+                     prefilter: bool = True) -> Outcome:
+    """A notebook's code cells checked as one module, findings reported per cell. A file that
+    is not a notebook kllint can read is KL900; a notebook in another language has no findings."""
+    display = item.display
+    raw = _read_bounded(item)
+    if isinstance(raw, Outcome):
+        return raw
+    try:
+        notebook = Notebook.parse(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return _final([syntax_diagnostic(display, f"cannot decode the notebook (byte {exc.start} is not valid "
+                                                  "UTF-8); not checked")])
+    except NotebookError as exc:
+        return _final([syntax_diagnostic(display, f"cannot read the notebook: {exc}; not checked")])
+    if notebook is None:
+        return _final([])
+    virtual = Discovered(item.path, display, content=notebook.text.encode("utf-8"))
+    outcome = _analyse_python(virtual, settings, index, False, prefilter)
+    return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
+                   [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
+                   outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
+                   file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
+                   stopped=outcome.stopped, thread_alive=outcome.thread_alive)
+
+
+def _read_bounded(item: Discovered) -> "bytes | Outcome":
+    """The bytes of a file to check (a regular file, at most MAX_FILE_BYTES, or the buffer held
+    in memory), or the KL900 outcome saying why it cannot be read."""
+    display = item.display
+    try:
+        raw = item.content if item.content is not None else read_regular(item.path, MAX_FILE_BYTES)
+        if len(raw) > MAX_FILE_BYTES:
+            raise FileTooLargeError(len(raw), MAX_FILE_BYTES)
+    except FileTooLargeError:
+        return _final([syntax_diagnostic(display, f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
+                                                  "not checked")])
+    except NotRegularFileError as exc:
+        return _final([syntax_diagnostic(display, f"{exc}; not checked")])
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop on some versions
+        return _final([syntax_diagnostic(display, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")])
+    return raw
+
+
+def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
+                    track: bool, prefilter: bool) -> Outcome:
+    display = item.display
+    raw = _read_bounded(item)
+    if isinstance(raw, Outcome):
+        return raw
+    digest = hashlib.sha256(raw).hexdigest() if track else None
+    try:
+        text = decode_source(raw)
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        start = getattr(exc, "start", 0) or 0
+        line = raw[:start].count(b"\n") + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        reason = (f"byte {start} is not valid {exc.encoding.upper().replace('UTF-8-SIG', 'UTF-8')}"
+                  if isinstance(exc, UnicodeDecodeError) else (str(exc) or type(exc).__name__))
+        return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
+                      digest)
+    # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
+    # or not the prefilter lets the file through, and libcst never sees code Python rejects.
+    outline, error = prefilter_module.parse_or_error(text)
+    if error is not None:
+        return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
+                      digest)
+    if prefilter and not prefilter_module.might_matter(text, settings.vocab):
+        outcome = _final([], digest)
+        outcome.skipped = True
+        return outcome
+    too_deep = too_long_chain(text, outline)
+    if too_deep is not None:
+        return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
+    # imported here, not at the top: a run whose files are all cached or skipped by the
+    # prefilter never loads the analysis (libcst, sympy)
+    from kllint.rules.dispatch import check_source
+
+    tracking = track and index is not None and hasattr(index, "begin_tracking")
+    if tracking:
+        index.begin_tracking()
+    gave_up: list[str] = []
+    try:
+        found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
+                                 notes=gave_up, budget=settings.time_budget)
+    except AnalysisStopped as stop:
+        note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
+        return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
+                                                       "(the time budget, `time-budget`); not checked")],
+                       notes=[note], stopped=True, thread_alive=stop.abandoned)
+    except SyntaxError as exc:
+        return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
+    except RecursionError:
+        outcome = _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
+        outcome.file_notes.append("analysis abandoned: expression nesting too deep")
+        return outcome
+    except MemoryError:
+        return _final([syntax_diagnostic(display, "out of memory while analysing; not checked")])
+    except Exception as exc:  # noqa: BLE001 - one file must never stop the run
+        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"],
+                       file_notes=[f"analysis abandoned: internal error ({type(exc).__name__})"])
+    deps = None
+    if tracking:
+        deps = dependency_digests(index.tracked_paths(), index)
+    warnings: list[str] = []
+    return Outcome(found, filter_found(found, text, display, settings, item.path, warnings), filtered=True,
+                   digest=digest, deps=deps, gave_up=gave_up, warnings=warnings)
+
+
+def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
+               ) -> tuple[list[Diagnostic], list[str]]:
+    """Analyse one file; never raises for bad input. `index` is shared by the files of a run."""
+    outcome = analyse_file(item, settings, index)
+    return outcome.diagnostics, outcome.errors
+
+

@@ -1,0 +1,172 @@
+"""What a cached result depends on, as digests: the bytes and code of a file and of every
+project module its analysis looked at, the settings that change what the analysis gives, and
+kllint itself. `kllint.pipeline.cache` keeps a result only while all of these are unchanged."""
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import kllint
+from kllint.analysis.index import ProjectIndex, package_root
+from kllint.config import Settings
+from kllint.pipeline import prefilter
+from kllint.pipeline.prefilter import parse_or_error
+from kllint.pipeline.source import MAX_FILE_BYTES, code_digest, decode_source, read_regular, source_lines
+
+_FILE_DIGESTS: dict[Path, tuple[tuple[int, int, int], str | None]] = {}
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None when it is not a readable file); memoised by stat."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+    known = _FILE_DIGESTS.get(path)
+    if known is not None and known[0] == signature:
+        return known[1]
+    try:
+        digest: str | None = hashlib.sha256(read_regular(path, MAX_FILE_BYTES)).hexdigest()
+    except (OSError, RuntimeError):
+        digest = None
+    _FILE_DIGESTS[path] = (signature, digest)
+    return digest
+
+
+def dependency_digests(tracked: dict[Path, bool], index: Any = None) -> dict[str, Any]:
+    """The recorded dependencies of one analysis: a loaded module -> [sha256 of its bytes, its
+    code digest (`kllint.pipeline.source.code_digest`, from `index` when it loaded the module, else
+    None), the real path it resolves to (the analysis names a module by it: a symlink pointed
+    elsewhere is a change)], an absent candidate -> None."""
+    deps: dict[str, Any] = {}
+    for path, exists in tracked.items():
+        if exists:
+            code = index.code_digest(path) if index is not None else None
+            deps[str(path)] = [file_digest(path), code, _real_path(path)]
+        else:
+            deps[str(path)] = None
+    return deps
+
+
+def _real_path(path: Path) -> str | None:
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return None
+
+
+def current_code_digest(path: Path) -> str | None:
+    """The code digest of the module file at `path` as the project index would load it; None
+    when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
+    try:
+        text = decode_source(read_regular(path, ProjectIndex.MAX_MODULE_BYTES))
+    except (OSError, RuntimeError, UnicodeDecodeError, LookupError, SyntaxError):
+        return None
+    outline, error = parse_or_error(text)
+    return code_digest(source_lines(text), outline) if error is None else None
+
+
+def dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:
+    """Whether every dependency is unchanged: an absent one still absent, a module file at the
+    same real path with the same bytes or, failing that, the same code digest (an edit of its comments or blank lines
+    between statements keeps the results of its importers). `seen` memoises digests over one run,
+    in which files do not change (many files share helpers)."""
+    seen = {} if seen is None else seen
+    for name, recorded in deps.items():
+        if name not in seen:
+            seen[name] = file_digest(Path(name))
+        if recorded is None:
+            if seen[name] is not None:
+                return False
+            continue
+        if not isinstance(recorded, list) or len(recorded) != 3:
+            return False
+        digest, code, real = recorded
+        key = "real:" + name
+        if key not in seen:
+            seen[key] = _real_path(Path(name))
+        if seen[key] != real or real is None:
+            return False
+        if seen[name] == digest:
+            continue
+        if seen[name] is None or code is None:
+            return False
+        key = "code:" + name
+        if key not in seen:
+            seen[key] = current_code_digest(Path(name))
+        if seen[key] != code:
+            return False
+    return True
+
+
+_IMPLEMENTATION: str | None = None
+
+
+def implementation_digest(entry_format: str) -> str:
+    """kllint's version, the cache's `entry_format` and the sha256 of kllint's own Python
+    sources, plus the analysis entry points.
+
+    The sources count because an editable install keeps its version while its code changes; the
+    entry points count because tests replace the analysis by a fake one in process.
+    """
+    global _IMPLEMENTATION
+    # the analysis (libcst, sympy) is not imported just to read this name: if nothing imported
+    # it yet, nothing replaced its entry point either
+    dispatch = sys.modules.get("kllint.rules.dispatch")
+    check_source = dispatch.check_source if dispatch is not None else None
+
+    hasher = hashlib.sha256(f"{kllint.__version__}\0{entry_format}\0".encode())
+    package = Path(kllint.__file__).resolve().parent
+    if _IMPLEMENTATION is None:
+        sources = hashlib.sha256()
+        for path in sorted(package.rglob("*.py")):
+            try:
+                sources.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+            except OSError:
+                continue
+        _IMPLEMENTATION = sources.hexdigest()
+    hasher.update(_IMPLEMENTATION.encode())
+    names = ["kllint.rules.dispatch.check_source" if check_source is None
+             else f"{check_source.__module__}.{check_source.__qualname__}"]
+    names.append(f"{prefilter.might_matter.__module__}.{prefilter.might_matter.__qualname__}")
+    for name in names:
+        hasher.update(f"\0{name}".encode())
+    return hasher.hexdigest()
+
+
+# Settings a cached result does not depend on: the selection and suppression settings are
+# applied afresh to every hit (`kllint.pipeline.selection.filter_found`), the others act before the analysis
+# (discovery) or after it (output).
+_APPLIED_ON_HITS = ("select", "extend_select", "ignore", "per_file_ignores", "blanket_noqa",
+                    "exclude", "extend_exclude", "respect_gitignore", "output_format",
+                    "time_budget")  # a result that ran out of time is never stored
+
+
+def settings_digest(settings: Settings) -> str:
+    """A digest of everything in `settings` that can change what the analysis of a file gives
+    (the vocabulary, for one); selection and suppression settings are left out, so changing
+    `--select` or `ignore` re-uses the cached results."""
+    data = asdict(settings)
+    for name in _APPLIED_ON_HITS:
+        data.pop(name, None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def package_of(path: Path, known: dict[Path, tuple[str, str]] | None = None) -> list[str]:
+    """[import root, dotted module name, whether the root has a `src` folder] of a file; `known`
+    memoises the folder part per folder."""
+    root, name = package_root(path)
+    folder = known.get(path.parent) if known is not None else None
+    if folder is None:
+        folder = (str(root), str((root / "src").is_dir()))
+        if known is not None:
+            known[path.parent] = folder
+    return [folder[0], name, folder[1]]

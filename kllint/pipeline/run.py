@@ -1,0 +1,116 @@
+"""A run: every file checked, in the order given, and the sorted, de-duplicated diagnostics.
+Results of unchanged files come from the cache (`kllint.pipeline.cache`); with several jobs the
+files to analyse go to worker processes (`kllint.pipeline.parallel`), else they are analysed
+here (`kllint.pipeline.file`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from kllint.analysis.index import ProjectIndex, forget_package_roots
+from kllint.config import Settings
+from kllint.diagnostics import Diagnostic
+from kllint.memory import analysis_thresholds
+from kllint.pipeline import parallel
+from kllint.pipeline.cache import cacheable
+from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.file import analyse_file
+from kllint.pipeline.outcome import Outcome
+
+if TYPE_CHECKING:
+    from kllint.pipeline.cache import ResultCache
+    from kllint.pipeline.discovery import SettingsSource
+
+
+@dataclass
+class RunResult:
+    """Diagnostics of a run, sorted; `internal_errors` are one-line notes for stderr (exit 2),
+    `notes` other one-line remarks for stderr, `stopped` the files whose analysis ran out of time."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)
+    files_checked: int = 0
+    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on (listed by `-v`)
+    # per file shown to the user: how it was handled ("analysed", "skipped by the prefilter",
+    # "cached") and notes on it (e.g. an analysis abandoned, with the reason); for `-v`
+    file_status: dict[str, str] = field(default_factory=dict)
+    file_notes: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # shown on stderr; the exit code is unchanged
+    notes: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+
+def run(files: list[Discovered], settings: "Settings | SettingsSource",
+        progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
+        cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
+    """Check every file and return the sorted, de-duplicated diagnostics.
+
+    `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
+    the closest configuration); `progress` is called after each file. With `jobs` > 1 and more
+    than `kllint.pipeline.parallel.THRESHOLD` files to analyse that pass the prefilter, the
+    files are analysed by a pool of worker processes (the output is the same as with one job).
+    `cache` (a `kllint.pipeline.cache.ResultCache`) supplies the results of unchanged files and
+    keeps the new ones. `prefilter=False` (for tests) analyses every file in this process.
+
+    Raises:
+        kllint.config.ConfigError: when a file's configuration is invalid.
+    """
+    forget_package_roots()
+    per_file = [settings.for_path(item.path) for item in files]
+    outcomes: list[Outcome | None] = [None] * len(files)
+
+    def done(position: int, outcome: Outcome) -> None:
+        outcomes[position] = outcome
+        if cache is not None and not outcome.errors and not outcome.stopped and cacheable(files[position]):
+            cache.store(files[position], per_file[position], outcome)
+        if progress is not None:
+            progress(files[position])
+
+    pending: list[int] = []
+    cached: set[int] = set()
+    for position, item in enumerate(files):
+        hit = cache.lookup(item, per_file[position]) if cache is not None and cacheable(item) else None
+        if hit is None:
+            pending.append(position)
+        else:
+            cached.add(position)
+            outcomes[position] = hit
+            if progress is not None:
+                progress(item)
+    track = cache is not None
+    if (prefilter and jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable()
+            and parallel.worth_it([files[p] for p in pending])):
+        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+    else:
+        index = ProjectIndex()
+        with analysis_thresholds():
+            for position in pending:
+                outcome = analyse_file(files[position], per_file[position], index, track, prefilter)
+                if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
+                    index = ProjectIndex()
+                done(position, outcome)
+
+    result = RunResult()
+    seen: set[tuple] = set()
+    for position, (item, outcome) in enumerate(zip(files, outcomes)):
+        if outcome is None:  # cannot happen; never lose the run over it
+            outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
+        result.files_checked += 1
+        result.internal_errors.extend(outcome.errors)
+        result.abandoned.extend(outcome.gave_up)
+        result.file_status[item.display] = ("cached" if position in cached else
+                                            "skipped by the prefilter" if outcome.skipped else
+                                            "stopped by the time budget" if outcome.stopped else "analysed")
+        if outcome.file_notes:
+            result.file_notes[item.display] = list(outcome.file_notes)
+        result.warnings.extend(outcome.warnings)
+        result.notes.extend(outcome.notes)
+        if outcome.stopped:
+            result.stopped.append(item.display)
+        for diagnostic in outcome.diagnostics:
+            key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)
+            if key not in seen:
+                seen.add(key)
+                result.diagnostics.append(diagnostic)
+    result.diagnostics.sort(key=lambda d: d.sort_key)
+    return result
