@@ -42,6 +42,7 @@ CASES = {
     "kl102_grpo_token_k3": ({"KL102"}, {"KL201"}, "loss", False),
     "jax_kl102_grpo_token_k3": ({"KL102"}, {"KL201"}, "loss", False),
     "kl101_token_k1_loss": ({"KL101"}, {"KL201"}, "loss", False),
+    "kl101_reference_minus_policy": ({"KL101"}, {"KL201"}, "loss", False),
     "kl103_sequence_abs": ({"KL103"}, set(), "loss", False),
     "kl302_k3_token_reward": ({"KL302"}, set(), "reward", True),
     "kl201_display_only": (set(), {"KL201"}, "loss", False),
@@ -52,6 +53,9 @@ CASES = {
     "kl503_reference_forward_no_grad": ({"KL503"}, set(), "", False),
     "kl601_exp_then_clamp": ({"KL601"}, {"KL102", "KL201"}, "", False),
 }
+# cases whose loss subtracts the flagged term (`loss = pg - beta * value`): the rewrite is judged
+# as the loss sees it, negated
+SUBTRACTED = {"kl101_reference_minus_policy"}
 SAFE = {case for case in CASES if (PAIRS_DIR / f"{case}{SAFE_SUFFIX}").is_file()}
 
 
@@ -86,8 +90,9 @@ def test_every_pair_is_complete_and_listed():
     assert set(cases) == set(CASES), "every pair needs an entry in CASES (and vice versa)"
 
 
-def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
-    """The verdict of the fix's replacement, evaluated with the finding's roles and setup."""
+def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool, subtracted: bool = False):
+    """The verdict of the fix's replacement, evaluated with the finding's roles and setup
+    (negated when the loss subtracts it)."""
     from kllint.gradcheck import check_expression
     from kllint.gradcheck.confirm import _modules
     from kllint.gradcheck.exact import ROLES
@@ -99,7 +104,7 @@ def _gradcheck_fixed_term(diagnostic, usage: str, reward_to_go: bool):
                    setup=tuple(estimate.setup) + _bindings(diagnostic.fix), modules=_modules(tuple(estimate.aliases)),
                    usage=usage, reward_to_go=reward_to_go, horizon=1,
                    framework=estimate.framework)
-    expression = diagnostic.fix.replacement
+    expression = f"-({diagnostic.fix.replacement})" if subtracted else diagnostic.fix.replacement
     granularity = estimate.granularity if estimate.granularity in ("per-token", "sequence") else "per-token"
     try:
         return check_expression(expression, granularity=granularity, **options)
@@ -147,7 +152,7 @@ def test_fix_pair(case, tmp_path, monkeypatch):
         assert not any(d.code == diagnostic.code and d.span.line == diagnostic.span.line for d in after)
         if safe:
             continue
-        verdict = _gradcheck_fixed_term(diagnostic, usage, reward_to_go)
+        verdict = _gradcheck_fixed_term(diagnostic, usage, reward_to_go, subtracted=case in SUBTRACTED)
         assert verdict.verdict == "correct", f"{case}: {diagnostic.fix.replacement}: {verdict.summary}"
 
 

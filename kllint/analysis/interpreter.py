@@ -485,6 +485,35 @@ class Interpreter:
             frame.returns.append(value)
             frame.returned = True
             frame.return_nodes.append(node)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.exec_import(node, frame)
+
+    def exec_import(self, node: cst.Import | cst.ImportFrom, frame: Frame) -> None:
+        """An import inside a function binds its names locally (`import torch` in a loss
+        function makes `torch.exp` the library's exponential there)."""
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                qualname = dotted_name(alias.name)
+                if not qualname:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    frame.env[alias.asname.name.value] = self.resolve_import(qualname)
+                else:
+                    top = qualname.split(".")[0]
+                    frame.env[top] = self.resolve_import(top)
+            return
+        if isinstance(node.names, cst.ImportStar):
+            return
+        base = frame.module.resolve_from(dotted_name(node.module) if node.module is not None else "",
+                                         len(node.relative))
+        if base is None:
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
+                else name
+            if name and local:
+                frame.env[local] = self.resolve_import(f"{base}.{name}" if base else name)
 
     def exec_augassign(self, node: cst.AugAssign, frame: Frame) -> None:
         op = {cst.AddAssign: "+", cst.SubtractAssign: "-", cst.MultiplyAssign: "*", cst.DivideAssign: "/"}.get(type(node.operator))

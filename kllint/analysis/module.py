@@ -479,8 +479,11 @@ class ModuleInfo:
                     self._collect(branch, outer)
 
     def _resolve_from(self, node: ast.ImportFrom) -> str | None:
-        module = node.module or ""
-        dots = node.level
+        return self.resolve_from(node.module or "", node.level)
+
+    def resolve_from(self, module: str, dots: int) -> str | None:
+        """The absolute name of the module `from <dots><module> import ...` reads in this module
+        (None when the dots climb above the top-level package)."""
         if not dots:
             return module
         base_parts = self.package.split(".") if self.package else []

@@ -108,8 +108,10 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     comment = f"# {estimator} value, gradient of k2 (straight-through)"
     bindings.append((k2, surrogate))
     value = original
+    negative = term.estimator is not None and term.estimator.scale < 0
     for _ in range(2):  # on one line; else with the value bound too, wrapped if it still does not fit
-        new = f"{k2} - {stop(k2)} + {stop(value)}"
+        # a value oriented against the reverse KL (`ref - logp`, scale < 0) takes minus k2's gradient
+        new = (f"{stop(value)} - ({k2} - {stop(k2)})" if negative else f"{k2} - {stop(k2)} + {stop(value)}")
         region, content, fits, replacement = rewrite.rewrite_statement(
             ctx.entry, statement, term.anchor.span, new, bindings, comment, ctx.line_length,
             parenthesize=not getattr(term.anchor.node, "lpar", None), wrap=value != original)
