@@ -57,7 +57,7 @@ def cli() -> None:
 @click.option("--write-baseline", type=click.Path(), default=None,
               help="Record the current findings in this baseline file and exit 0.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
-@click.option("--statistics", is_flag=True, help="Print the number of findings per code and per file to stderr.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code (a table, instead of the findings).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Analyse with N worker processes when more than 8 files need analysis (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (.kllint_cache).")
@@ -219,6 +219,9 @@ def main() -> None:
             code = cli(standalone_mode=False)
         except (KeyboardInterrupt, click.exceptions.Abort):
             code = EXIT_SIGINT
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `kllint`: the help, as written
+            _stderr_line(exc.format_message())
+            code = EXIT_ERROR
         except click.ClickException as exc:
             _stderr_line(f"kllint: error: {_one_line(exc)}")
             code = EXIT_ERROR

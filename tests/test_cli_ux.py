@@ -185,3 +185,14 @@ def test_cache_dir_that_cannot_be_created_is_an_error(project):
     result = run_cli(["check", "--cache-dir", "file/cache", "pkg"])
     assert result.exit_code == 2
     assert result.stderr.startswith("kllint: error: --cache-dir file/cache: cannot create the folder")
+
+
+def test_bare_kllint_prints_the_formatted_help_and_exits_2() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kllint"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("Usage: kllint")
+    assert "Commands:" in lines and any(line.strip().startswith("check") for line in lines)

@@ -145,7 +145,7 @@ def _region_fix(d: Diagnostic, console: Console) -> None:
     import textwrap
 
     span = d.fix.span
-    lines = f"line {span.line}" if span.end_line == span.line else f"lines {span.line}-{span.end_line}"
-    console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(f"{lines} become"))
+    lines = f"line {span.line} becomes" if span.end_line == span.line else f"lines {span.line}-{span.end_line} become"
+    console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(lines))
     for line in textwrap.dedent(d.fix.content).splitlines():
         console.print(Text(f"    | {line}"))

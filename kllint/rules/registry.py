@@ -56,7 +56,7 @@ RULES: tuple[RuleInfo, ...] = (
     RuleInfo("KL900", "syntax-error", "error",
              "A file could not be read or parsed, so it was not checked."),
     RuleInfo("KL901", "unused-suppression", "warning",
-             "A `# noqa` or `# kllint: ignore[...]` code hides no finding (opt-in: select KL901)."),
+             "A `# noqa` or `# kllint: ignore[...]` code hides no finding (select KL901 to report them)."),
 )
 
 # rules that `ALL` (the default) and the bare prefix `KL` leave out: they are enabled only by
