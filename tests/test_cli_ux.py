@@ -194,5 +194,5 @@ def test_bare_kllint_prints_the_formatted_help_and_exits_2() -> None:
     done = subprocess.run([sys.executable, "-m", "kllint"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     lines = done.stderr.splitlines()
-    assert lines[0].startswith("Usage: kllint")
+    assert lines[0].startswith("Usage: ") and "COMMAND" in lines[0]
     assert "Commands:" in lines and any(line.strip().startswith("check") for line in lines)
