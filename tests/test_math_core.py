@@ -247,3 +247,12 @@ def test_an_opaque_symbol_makes_an_expression_impure() -> None:
     beta = table.fresh("beta", positive=True)
     assert table.is_pure(table.reduce(K3)) and not table.is_pure(beta * K3)
     assert classify_value(beta * K3, table) is None
+
+
+def test_an_unknown_function_of_a_sum_of_log_probs_is_classified_without_error() -> None:
+    # d/dlogp of f(sum(logp)) holds Derivative(f(S), S); mapping S to the sequence log-ratio
+    # must not fail (sympy refuses a derivative with respect to a sum)
+    table = SymbolTable()
+    unknown = sp.Function("call_fused")
+    expr = unknown(_sum(table, LP)) - _sum(table, REF)
+    assert classify_coefficient(expr, table).kind == "other"

@@ -529,7 +529,10 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
         if linear is None:
             return Coefficient("other", weighted, seq_ratio, level="mixed")
         mapping[symbol] = linear
-    reduced = on_policy.xreplace(mapping)
+    try:
+        reduced = on_policy.xreplace(mapping)
+    except (ValueError, TypeError):  # a derivative taken with respect to a reduction (`Derivative(f(S), S)`)
+        return Coefficient("other", weighted, seq_ratio, level="mixed")
     if _SUM_OF_REF in reduced.free_symbols:  # `sum(logp) - sum(ref)` must leave no sum of ref alone
         return Coefficient("other", weighted, seq_ratio, level="mixed")
     if reduced.free_symbols & ROLE_SYMBOLS:
