@@ -54,6 +54,99 @@ def _nested_ifs(depth: int) -> str:
     return text + "".join("    " * (i + 1) + "if a:\n" for i in range(depth)) + "    " * (depth + 1) + "kl.mean().backward()\n"
 
 
+# A trainer whose update runs helpers that read attributes of objects the analysis knows nothing
+# about (`self.options.gamma`: reads of the container-field store), and test functions that each
+# build one (`Trainer(model=policy, ...)`: the constructor stores `model`, a write to that store).
+TRAINER = """import torch
+from transformers import AutoModelForCausalLM
+
+
+def masked_average(values, mask):
+    return (values * mask).sum() / mask.sum()
+
+
+def masked_spread(values, mask):
+    centred = values - masked_average(values, mask)
+    return masked_average(centred ** 2, mask)
+
+
+def standardise(values, mask):
+    return (values - masked_average(values, mask)) * torch.rsqrt(masked_spread(values, mask) + 1e-8)
+
+
+class Trainer:
+    def __init__(self, model, ref_model, options):
+        self.model = model
+        self.ref_model = ref_model
+        self.options = options
+
+    def penalty(self, logp, ref_logp):
+        if self.options.penalty == "k1":
+            return logp - ref_logp
+        if self.options.penalty == "abs":
+            return (logp - ref_logp).abs()
+        if self.options.penalty == "k2":
+            return 0.5 * (logp - ref_logp) ** 2
+        return torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+
+    def shaped_rewards(self, scores, logp, ref_logp, mask):
+        rewards = -self.options.beta * self.penalty(logp, ref_logp)
+        if self.options.whiten:
+            rewards = standardise(rewards, mask)
+        return rewards + scores
+
+    def advantages(self, values, rewards, mask):
+        running = 0
+        steps = []
+        for t in reversed(range(rewards.shape[-1])):
+            delta = rewards[:, t] + self.options.gamma * values[:, t + 1] - values[:, t]
+            running = delta + self.options.gamma * self.options.lam * running
+            steps.append(running)
+        advantages = torch.stack(steps[::-1], 1)
+        return standardise(advantages, mask).detach(), advantages + values
+
+    def losses(self, logp, old_logp, values, advantages, returns, mask):
+        ratio = torch.exp(logp - old_logp)
+        clipped = torch.clamp(ratio, 1 - self.options.clip, 1 + self.options.clip)
+        policy_loss = masked_average(torch.max(-advantages * ratio, -advantages * clipped), mask)
+        value_loss = masked_average((values - returns) ** 2, mask)
+        stats = {"ratio": masked_average(ratio, mask).detach(), "spread": masked_spread(returns, mask).detach(),
+                 "approx_kl": masked_average((logp - old_logp) ** 2, mask).detach()}
+        return policy_loss, value_loss, stats
+
+    def update(self, scores, batch):
+        with torch.no_grad():
+            old_logp = torch.log_softmax(self.model(batch["input_ids"]).logits, -1)
+            ref_logp = torch.log_softmax(self.ref_model(batch["input_ids"]).logits, -1)
+            values = self.model.value(batch["input_ids"])
+            rewards = self.shaped_rewards(scores, old_logp, ref_logp, batch["mask"])
+            advantages, returns = self.advantages(values, rewards, batch["mask"])
+        history = []
+        for _ in range(self.options.epochs):
+            logp = torch.log_softmax(self.model(batch["input_ids"]).logits, -1)
+            policy_loss, value_loss, stats = self.losses(logp, old_logp, values, advantages, returns, batch["mask"])
+            (policy_loss + value_loss).backward()
+            history.append(stats)
+        return history
+"""
+TEST = """
+
+def test_update_{i}():
+    policy = AutoModelForCausalLM.from_pretrained("policy")
+    reference = AutoModelForCausalLM.from_pretrained("policy")
+    trainer = Trainer(model=policy, ref_model=reference, options=None)
+    history = trainer.update([1.0], {{"input_ids": None}})
+    assert history
+"""
+
+
+def _tests_of_one_trainer(count: int) -> str:
+    """`count` test functions, each building the trainer and running its update: the update is
+    analysed once, not once per test (a field written by one test's constructor is not one the
+    update reads)."""
+    return TRAINER + "".join(TEST.format(i=i) for i in range(count))
+
+
 INPUTS = {
     **{f"k3chain{n}": (f"{n} chained `kl = torch.exp(kl) - kl - 1`", _k3_chain(n)) for n in (5, 10, 20, 40)},
     "k3then40": ("a k3 in the loss, then 40 chained k3 of it", _k3_then_chain(40)),
@@ -63,6 +156,7 @@ INPUTS = {
     "mulchain40": ("40 chained `kl = torch.exp(kl) * kl + kl`", _nested("    kl = torch.exp(kl) * kl + kl\n", 40)),
     "findings1000": ("1,000 findings in one file (500 loss functions)", _findings(1000)),
     "ifs90": ("90 nested `if`s", _nested_ifs(90)),
+    "tests100": ("100 test functions, each building a trainer and running its update", _tests_of_one_trainer(100)),
 }
 
 

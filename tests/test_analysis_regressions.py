@@ -269,3 +269,57 @@ def test_each_merged_estimator_keeps_its_step(tmp_path) -> None:
     assert len(found) == 1
     lines = {step.line for step in found[0].trace if step.path.endswith("helpers.py")}
     assert {6, 9, 11} <= lines, found[0].trace
+
+
+# A memoised helper that reads a container field depends on that field, not on the others: it
+# is computed afresh after the field is stored (the k2 kept by `collect` is a reward in `late`,
+# not in `early`, which runs before the store) and reused after a store to another field
+# (`remember`), as after each test's `Trainer(model=...)` in a file of many tests.
+FIELD_READER = '''import torch
+
+
+def shaped(scores, rollout):
+    return scores - 0.05 * rollout.penalty
+
+
+def early(reference, scores, rollout):
+    rewards = shaped(scores, rollout)
+    return rewards
+
+
+@torch.no_grad()
+def collect(policy, reference, tokens, rollout):
+    logp = policy(tokens).log_softmax(-1)
+    ref_logp = reference(tokens).log_softmax(-1)
+    rollout.penalty = 0.5 * (logp - ref_logp) ** 2
+
+
+def late(reference, scores, rollout):
+    rewards = shaped(scores, rollout)
+    return rewards
+
+
+def remember(policy, reference, tokens, rollout):
+    rollout.sample_logp = policy(tokens).log_softmax(-1)
+
+
+def again(reference, scores, rollout):
+    rewards = shaped(scores, rollout)
+    return rewards
+'''
+
+
+def test_memoised_helper_depends_on_the_fields_it_read(monkeypatch) -> None:
+    from kllint.analysis.interpreter import Interpreter
+
+    followed = []
+    original = Interpreter._follow
+
+    def follow(self, ref, *args):
+        followed.append(ref.qualname)
+        return original(self, ref, *args)
+
+    monkeypatch.setattr(Interpreter, "_follow", follow)
+    found = {(d.code, d.span.line) for d in check_source(FIELD_READER, "rollout.py")}
+    assert found == {("KL302", 17)}
+    assert followed.count("shaped") == 2  # in `early` and, after the store of `penalty`, in `late`

@@ -26,6 +26,7 @@ MAX_FIELDS = 256
 # field-store names of container keys written with `td.set("key", v)` (subscript stores are
 # mostly metrics dicts: `metrics["ref_logps"] = ref_logps.mean()` would shadow the batch's data)
 KEY_FIELD = "[]"
+SUNK = "<sunk>"  # the name under which `judged` reads: the values stored under reward names
 
 
 class FieldStore:
@@ -37,7 +38,8 @@ class FieldStore:
         self.values: dict[str, dict[int, Value]] = {}
         self.sunk: set = set()  # keys of values stored under reward / return names (judged there)
         self.version = 0  # changes whenever a stored value changes
-        self.reads = 0  # reads so far (a memoised call that read fields depends on `version`)
+        self.changed: dict[str, int] = {}  # attribute name -> the version at which its values last changed
+        self._reading: list[set[str]] = []  # the names read by each followed call in progress, innermost last
 
     def _carries(self, value: Value) -> bool:
         if isinstance(value, Tensor):
@@ -62,23 +64,53 @@ class FieldStore:
         if attr not in self.values and len(self.values) >= MAX_FIELDS:
             return
         if sink_kind(attr) is not None:
-            self.sunk.update(_key(option) for option in kept)
+            keys = {_key(option) for option in kept}
+            if not keys <= self.sunk:
+                self.sunk.update(keys)
+                self.version += 1
+                self.changed[SUNK] = self.version
         by_site = self.values.setdefault(attr, {})
         before = by_site.get(site)
         by_site[site] = join(*((before,) if before is not None else ()), *kept)
         if by_site[site] != before:
             self.version += 1
+            self.changed[attr] = self.version
 
     def read(self, attr: str) -> Value | None:
         """What was stored under `attr`, or None."""
-        self.reads += 1
+        if self._reading:
+            self._reading[-1].add(attr)
         stored = self.values.get(attr)
         return join(*stored.values()) if stored else None
 
     def judged(self, value: Value) -> bool:
         """Whether `value` is a value read back, unchanged, from a reward or return field: its
         reward sink was judged where it was stored (`advantages = experience.advantages`)."""
+        if self._reading:
+            self._reading[-1].add(SUNK)
         return _key(value) in self.sunk
+
+    # -- what a memoised call depends on ------------------------------------------------------
+    def open(self) -> None:
+        """A followed call starts: the names it reads (also in its own calls) are collected."""
+        self._reading.append(set())
+
+    def close(self) -> frozenset[str]:
+        """The followed call opened last ends: the names it read, which its caller read too."""
+        names = self._reading.pop()
+        if self._reading:
+            self._reading[-1].update(names)
+        return frozenset(names)
+
+    def depend(self, names: frozenset[str]) -> None:
+        """The call in progress depends on `names` (a memoised call that read them is reused)."""
+        if self._reading:
+            self._reading[-1].update(names)
+
+    def stale(self, names: frozenset[str], version: int) -> bool:
+        """Whether the values under any of `names` changed after `version`: a memoised call
+        that read them must be computed afresh (writes to other names leave it valid)."""
+        return any(self.changed.get(name, 0) > version for name in names)
 
 
 def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[Value],

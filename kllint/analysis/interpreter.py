@@ -68,7 +68,8 @@ class _CallMemo:
     prefix: int
     reach: int
     entered: frozenset[int]
-    fields_version: int | None = None  # the field store it read (None: it read no field)
+    fields_version: int | None = None  # the field store's version after it (None: it read no field)
+    fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
 
 
 class Budget(Exception):
@@ -1219,30 +1220,31 @@ class Interpreter:
                 memo = self._plain_calls.get(variant)
                 if memo is None:
                     continue
-                if memo.fields_version is not None and memo.fields_version != self.fields.version:
+                if memo.fields_version is not None and self.fields.stale(memo.fields_read, memo.fields_version):
                     continue  # it read container fields that have changed since: compute it afresh
                 if variant[-1] is None and (frame.depth + memo.reach >= MAX_DEPTH
                                             or not memo.entered.isdisjoint(frame.active)):
                     continue  # here its call tree would be cut: compute it afresh
                 if variant[-1] is not None:
                     self._cutoffs += 1
-                if memo.fields_version is not None:
-                    self.fields.reads += 1  # the caller depends on the fields this call read
+                self.fields.depend(memo.fields_read)  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before, reads_before = len(self.facts), self._cutoffs, self.fields.reads
+        facts_before, cutoffs_before = len(self.facts), self._cutoffs
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
+        self.fields.open()
         try:
             result, callee_frame = self._follow(ref, args, kwargs, node, frame, defaults_as_literals)
         finally:
             self._open_calls.pop()
+            read = self.fields.close()
         self._note_reach(reach.deepest, reach.entered)
         if memo_key is not None:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered), self.fields.version if self.fields.reads != reads_before else None)
+                frozenset(reach.entered), self.fields.version if read else None, read)
         return self._returned(result, self.anchor(node, frame))
 
     def _carries_roles(self, values: list[Value]) -> bool:
