@@ -29,6 +29,18 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _started_pool(process: subprocess.Popen) -> set[int]:
+    """The child processes of a `-j 2` run once its pool is up (two workers and the resource
+    tracker), waiting at most two minutes."""
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while time.monotonic() < deadline and len(workers) < 3:
+        workers = _children(process.pid)
+        time.sleep(0.5)
+    assert len(workers) >= 2, "the pool did not start"
+    return workers
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -53,12 +65,7 @@ def test_signal_terminates_and_reaps_the_pool(tmp_path, signum, status):
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.monotonic() + 120
-        workers: set[int] = set()
-        while time.monotonic() < deadline and len(workers) < 3:  # two workers and the resource tracker
-            workers = _children(process.pid)
-            time.sleep(0.5)
-        assert len(workers) >= 2, "the pool did not start"
+        workers = _started_pool(process)
         time.sleep(2)
         process.send_signal(signum)
         assert process.wait(60) == status  # Ctrl+C was 1, the "findings remain" code
@@ -89,12 +96,7 @@ def test_workers_end_when_the_parent_is_killed(tmp_path):
                                 "--time-budget", "0", "."], cwd=tmp_path, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        workers: set[int] = set()
-        while time.monotonic() < deadline and len(workers) < 3:  # two workers and the resource tracker
-            workers = _children(process.pid)
-            time.sleep(0.5)
-        assert len(workers) >= 2, "the pool did not start"
+        workers = _started_pool(process)
         time.sleep(2)
         assert all(_alive(pid) for pid in workers)  # busy with the slow files
         process.kill()

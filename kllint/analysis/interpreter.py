@@ -102,19 +102,10 @@ class Frame:
         return replace(self, **changes)
 
 
-_TEXTS: dict = {}
-
-
+@functools.lru_cache(maxsize=20_000)
 def _text(expr: sp.Expr) -> str:
     """`str(expr)`, memoised (sympy's printer is slow and the same values are named often)."""
-    if type(expr) is sp.Symbol:
-        return expr.name
-    text = _TEXTS.get(expr)
-    if text is None:
-        if len(_TEXTS) > 20_000:
-            _TEXTS.clear()
-        text = _TEXTS[expr] = str(expr)
-    return text
+    return str(expr)
 
 
 def _stem(expr: sp.Expr) -> str:

@@ -412,16 +412,22 @@ def _derivative(expr: sp.Expr, table: SymbolTable, memo: dict | None = None) -> 
     return total
 
 
+def _exp_factors(node: sp.Basic) -> tuple[list[sp.Expr], sp.Expr] | None:
+    """For a product of two or more exponentials and other factors, those exponentials and the
+    exponent of their product (`exp(logp) / exp(old)` is `exp(logp - old)`); else None."""
+    if not isinstance(node, sp.Mul):
+        return None
+    exps = [factor for factor in node.args if isinstance(factor, sp.exp)]
+    return (exps, sp.Add(*(factor.args[0] for factor in exps))) if len(exps) > 1 else None
+
+
 def _exponents(node: sp.Basic) -> list[sp.Expr]:
-    """The exponents `node` raises e to: its argument for `exp(a)`, and for a product the sum of
-    its exponential factors' arguments as well (`exp(logp) / exp(old)` is `exp(logp - old)`)."""
+    """The exponents `node` raises e to: its argument for `exp(a)`, the combined exponent of a
+    product's exponential factors (`_exp_factors`)."""
     if isinstance(node, sp.exp):
         return [node.args[0]]
-    if isinstance(node, sp.Mul):
-        exps = [factor.args[0] for factor in node.args if isinstance(factor, sp.exp)]
-        if len(exps) > 1:
-            return [sp.Add(*exps)]
-    return []
+    combined = _exp_factors(node)
+    return [combined[1]] if combined else []
 
 
 def _ratio_forms(expr: sp.Expr) -> bool:
@@ -453,8 +459,7 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
         (`sum(logp) - sum(old)`), with no per-token role outside them."""
         if exponent.free_symbols & ROLE_SYMBOLS:
             return False
-        sums = [s for s in exponent.free_symbols if s in table.reductions and table.reductions[s].kind == "sum"]
-        if not sums:
+        if not any(s in table.reductions and table.reductions[s].kind == "sum" for s in exponent.free_symbols):
             return False
         inner_roles = table.role_symbols(table.expand_reductions(exponent))
         return LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles
@@ -466,10 +471,9 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
         if not isinstance(node, sp.Mul):
             continue
         weights = [f for f in node.args if is_sequence_weight(f)]
-        if not weights:
-            exps = [f for f in node.args if isinstance(f, sp.exp)]
-            if len(exps) > 1 and is_sequence_exponent(sp.Add(*(f.args[0] for f in exps))):
-                weights = exps  # `exp(sum(logp)) / exp(sum(old))`: the quotient is the weight
+        combined = _exp_factors(node) if not weights else None
+        if combined and is_sequence_exponent(combined[1]):
+            weights = combined[0]  # `exp(sum(logp)) / exp(sum(old))`: the quotient is the weight
         if weights:
             # the weight must multiply per-token terms (not a sequence-level estimate)
             others = [f for f in node.args if f not in weights]
@@ -556,10 +560,10 @@ def _unit_weights(expr: sp.Expr, table: SymbolTable) -> dict[sp.Basic, sp.Expr]:
     for node in sp.preorder_traversal(expr):
         if isinstance(node, sp.exp) and unit(node.args[0]):
             found[node] = sp.Integer(1)
-        elif isinstance(node, sp.Mul):
-            exps = [f for f in node.args if isinstance(f, sp.exp)]
-            if len(exps) > 1 and not any(unit(f.args[0]) for f in exps) and unit(sp.Add(*(f.args[0] for f in exps))):
-                found[node] = sp.Mul(*(f for f in node.args if f not in exps))
+        else:
+            combined = _exp_factors(node)
+            if combined and not any(unit(f.args[0]) for f in combined[0]) and unit(combined[1]):
+                found[node] = sp.Mul(*(f for f in node.args if f not in combined[0]))
     return found
 
 
