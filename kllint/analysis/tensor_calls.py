@@ -242,7 +242,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name in ("pow", "power", "float_power") and args:
         return it.arith("**", obj, args[0], node, frame)
     if name == "sqrt":
-        return algebra.unary(obj, sp.sqrt, anchor)
+        return algebra.unary(obj, _square_root, anchor)
     if name in ("abs", "absolute"):
         return algebra.unary(obj, sp.Abs, anchor)
     if name in ("neg", "negative"):
@@ -297,3 +297,11 @@ def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLi
     if proportional(value, sp.exp(LP) * LOGRATIO) is None:
         return None
     return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
+
+
+def _square_root(expr: sp.Expr) -> sp.Expr:
+    """`sqrt(expr)`, left unevaluated unless `expr` is a number: sympy's evaluation asks the sign
+    of the whole expression through its assumption system, which is slow on the large normalisers
+    (running variances) that reach a `sqrt`, and no rule looks inside a square root."""
+    return sp.sqrt(expr) if expr.is_number else sp.Pow(expr, sp.S.Half, evaluate=False)
+
