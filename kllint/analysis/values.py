@@ -245,7 +245,7 @@ def join(*values: Value) -> Value:
     for option in _round_robin(values):
         if option is None:
             continue
-        if _plain(option):
+        if plain(option):
             # alternatives that carry no log-prob, KL or estimate are all alike to the rules
             if plain_seen:
                 continue
@@ -300,7 +300,7 @@ def _diverse(options: list[Value]) -> list[Value]:
     return first + rest
 
 
-def _plain(value: Value) -> bool:
+def plain(value: Value) -> bool:
     if isinstance(value, Unknown):
         return True
     if isinstance(value, Tensor):
