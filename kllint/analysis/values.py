@@ -146,7 +146,7 @@ class Keyed:
 @dataclass(frozen=True)
 class ClassRef:
     """A class defined in the project (`self` inside its methods is an `Instance`). `node` is a
-    `kllint.analysis.module.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
+    `kllint.analysis.definitions.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
 
     name: str
     node: Any = field(compare=False, hash=False, repr=False)

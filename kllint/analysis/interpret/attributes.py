@@ -16,7 +16,8 @@ from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
-from kllint.analysis.module import class_method, dotted_name
+from kllint.analysis.definitions import class_method
+from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
     ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,

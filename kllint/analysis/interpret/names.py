@@ -10,7 +10,8 @@ import libcst as cst
 import sympy as sp
 
 from kllint.analysis.interpret.frames import Frame
-from kllint.analysis.module import LazyClass, ModuleInfo, class_methods, dotted_name
+from kllint.analysis.definitions import LazyClass, class_methods
+from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF
 from kllint.analysis.values import (
     ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
