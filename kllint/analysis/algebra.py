@@ -10,10 +10,10 @@ from typing import Callable
 import sympy as sp
 
 from kllint.analysis.bounded import SizeBound
+from kllint.analysis.coefficients import classify_coefficient
+from kllint.analysis.estimators import EstimatorMatch, classify_value
 from kllint.analysis.facts import KLTerm
-from kllint.analysis.symbolic import (
-    LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
-)
+from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
