@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kllint.analysis import interpreter
+from kllint.analysis.interpret import frames
 from kllint.rules.dispatch import check_source
 
 def _chain(levels: int) -> str:
@@ -45,7 +46,7 @@ def test_a_call_cut_by_the_depth_limit_with_log_probs_is_reported() -> None:
 
 
 def test_an_entry_point_out_of_steps_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(interpreter, "MAX_STEPS", 30)
+    monkeypatch.setattr(frames, "MAX_STEPS", 30)
     _, notes = _notes(LONG)
     assert "train.py:4: analysis of `compute_loss` abandoned: step budget of 30 exhausted" in notes
 

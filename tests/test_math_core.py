@@ -1,4 +1,5 @@
-"""Table-driven tests of the math core (kllint/analysis/symbolic.py), independent of fixtures.
+"""Table-driven tests of the math core (kllint/analysis/symbolic.py, estimators.py and coefficients.py),
+independent of fixtures.
 
 Each row is one spelling of a KL term over the symbols `LP` (policy log-prob, live), `LPD`
 (the same, detached), `REF` (reference) and `OLD` (rollout policy), built with a `SymbolTable`
@@ -23,9 +24,9 @@ from typing import Callable
 import pytest
 import sympy as sp
 
-from kllint.analysis.symbolic import (
-    ESTIMATOR_TEMPLATES, LP, LPD, OLD, REF, Clamp, Coefficient, SymbolTable, classify_coefficient, classify_value,
-)
+from kllint.analysis.coefficients import Coefficient, classify_coefficient
+from kllint.analysis.estimators import ESTIMATOR_TEMPLATES, classify_value
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp, SymbolTable
 
 D = LP - REF  # the log-ratio d
 ND = REF - LP  # log(ref / pi), as code often writes it

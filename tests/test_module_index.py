@@ -7,7 +7,8 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kllint.analysis.module import ModuleInfo, class_method
+from kllint.analysis.definitions import class_method
+from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Span
 
 SOURCE = '''\

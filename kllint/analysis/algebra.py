@@ -10,11 +10,11 @@ from typing import Callable
 import sympy as sp
 
 from kllint.analysis.bounded import SizeBound
+from kllint.analysis.coefficients import classify_coefficient
+from kllint.analysis.estimators import EstimatorMatch, classify_value
 from kllint.analysis.facts import KLTerm
-from kllint.analysis.symbolic import (
-    LP, LPD, REF, ROLE_SYMBOLS, Clamp, EstimatorMatch, SymbolTable, classify_coefficient, classify_value, symbols_of,
-)
-from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, _plain
+from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
+from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
@@ -244,7 +244,7 @@ class Algebra:
             return b
         if a.kind == "count" and b.kind == "count":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
-        if _plain(a) and _plain(b) and not a.expr.is_Number and not b.expr.is_Number:
+        if plain(a) and plain(b) and not a.expr.is_Number and not b.expr.is_Number:
             # opaque values combine into an opaque value: its structure never matters to the rules
             positive = op != "-" and a.expr.is_positive is True and b.expr.is_positive is True
             return Tensor(self.table.fresh("t", **({"positive": True} if positive else {"real": True})),

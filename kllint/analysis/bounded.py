@@ -6,7 +6,7 @@ sympy shares sub-expressions in memory, but its algorithms (`free_symbols`, `dif
 `xreplace`, traversals) walk an expression as a tree. `kl = torch.exp(kl) - kl - 1` repeated
 n times is a graph of about 3n nodes and a tree of about 7 * 2^n: 20 repetitions (703 bytes of
 code) took minutes. The size here is the tree's, counted through the inner expressions of
-reductions (what `SymbolTable.expand_reductions`, the chain rule of `symbolic._derivative` and
+reductions (what `SymbolTable.expand_reductions`, the chain rule of `coefficients._derivative` and
 the rules' walk of a loss traverse): `kl = kl.mean() + kl` doubles it too.
 
 Beyond `MAX_SIZE` nodes the innermost sub-expressions of the largest operands are replaced by

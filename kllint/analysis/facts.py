@@ -9,7 +9,7 @@ from enum import Enum
 
 import sympy as sp
 
-from kllint.analysis.symbolic import EstimatorMatch
+from kllint.analysis.estimators import EstimatorMatch
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor
 
 

@@ -13,11 +13,11 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis.estimators import classify_value, on_policy_value
 from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, SinkKind
+from kllint.analysis.numeric import proportional
 from kllint.analysis.protocols import FrameLike, InterpreterLike
-from kllint.analysis.symbolic import (
-    LOGRATIO, LP, LPD, OLD, REF, Clamp, classify_value, on_policy_value, proportional,
-)
+from kllint.analysis.symbolic import LOGRATIO, LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
     Alts, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )

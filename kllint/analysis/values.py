@@ -146,7 +146,7 @@ class Keyed:
 @dataclass(frozen=True)
 class ClassRef:
     """A class defined in the project (`self` inside its methods is an `Instance`). `node` is a
-    `kllint.analysis.module.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
+    `kllint.analysis.definitions.LazyClass` for a top-level class, a `cst.ClassDef` for a nested one."""
 
     name: str
     node: Any = field(compare=False, hash=False, repr=False)
@@ -245,7 +245,7 @@ def join(*values: Value) -> Value:
     for option in _round_robin(values):
         if option is None:
             continue
-        if _plain(option):
+        if plain(option):
             # alternatives that carry no log-prob, KL or estimate are all alike to the rules
             if plain_seen:
                 continue
@@ -300,7 +300,7 @@ def _diverse(options: list[Value]) -> list[Value]:
     return first + rest
 
 
-def _plain(value: Value) -> bool:
+def plain(value: Value) -> bool:
     if isinstance(value, Unknown):
         return True
     if isinstance(value, Tensor):

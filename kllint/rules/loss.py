@@ -2,7 +2,7 @@
 Liu et al. 2025, arXiv:2510.01555 for the off-policy weight).
 
 Each KL term found in a differentiated value is judged by its gradient coefficient
-`c = dL/dlogp` (see `kllint.analysis.symbolic.classify_coefficient`).
+`c = dL/dlogp` (see `kllint.analysis.coefficients.classify_coefficient`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """The KL terms of a differentiated value, each with what the loss rules and the fixes read:
-its gradient coefficient `c = dL/dlogp` (`kllint.analysis.symbolic.classify_coefficient`), the
+its gradient coefficient `c = dL/dlogp` (`kllint.analysis.coefficients.classify_coefficient`), the
 signs it enters with, whether it is reduced over tokens and whether the samples are off-policy."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kllint.analysis.coefficients import Coefficient, classify_coefficient
 from kllint.analysis.facts import KLTerm, LossFact
-from kllint.analysis.symbolic import LPD, OLD, Coefficient, classify_coefficient
+from kllint.analysis.symbolic import LPD, OLD
 from kllint.rules.base import RuleContext, occurrences
 
 

@@ -15,9 +15,10 @@ import libcst as cst
 import sympy as sp
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis.estimators import classify_value
 from kllint.analysis.facts import KLTerm, LossFact, RewardFact, SinkKind
 from kllint.analysis.module import dotted_name
-from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp, SymbolTable, classify_value
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp, SymbolTable
 from kllint.analysis.values import Anchor
 from kllint.diagnostics import TraceStep
 from kllint.rules.wording import short_name

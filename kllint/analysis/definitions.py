@@ -1,0 +1,221 @@
+"""The parts of a module that libcst parses on demand: its classes (`LazyClass`, methods parsed one
+at a time), top-level functions and constants (`LazyDefinitions`, `LazyConstants`), the `Site`
+each comes from, and the identifiers of an `ast` outline. The `ModuleInfo` of
+`kllint.analysis.module` owns them (they read its text and parse through it)."""
+from __future__ import annotations
+
+import ast
+import re
+import weakref
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from kllint.pipeline.source import statement_lines
+
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifiers(node: ast.AST) -> set[str]:
+    """The names a piece of code uses: names, attributes, parameters, keywords, definitions, and
+    the identifier-like words of its string constants (`batch["ref_logps"]`); not docstrings
+    or comments, which never reach the analysis."""
+    found: set[str] = set()
+    docstrings = set()
+    for item in ast.walk(node):
+        body = getattr(item, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            docstrings.add(id(body[0].value))
+        if isinstance(item, ast.Name):
+            found.add(item.id)
+        elif isinstance(item, ast.Attribute):
+            found.add(item.attr)
+        elif isinstance(item, ast.arg):
+            found.add(item.arg)
+        elif isinstance(item, ast.keyword) and item.arg:
+            found.add(item.arg)
+        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(item.name)
+        elif isinstance(item, ast.alias):
+            found.add(item.asname or item.name)
+        elif isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings:
+            found.update(_WORD.findall(item.value))
+    return found
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a definition or statement is in the file: 1-based lines, inclusive; its indentation."""
+
+    start: int
+    end: int
+    indented: bool
+
+    @classmethod
+    def of(cls, node: ast.stmt, lines: list[str]) -> "Site":
+        """The lines of `node` (decorators included) in a file of `lines`."""
+        start, end = statement_lines(node, lines)
+        first = lines[start - 1] if start <= len(lines) else ""
+        # a form feed at the start of a line resets Python's indentation count
+        return cls(start, end, first.lstrip("\f")[:1] in (" ", "\t"))
+
+
+class LazyClass:
+    """A class of the module: its methods are parsed with libcst one at a time, on demand.
+
+    Offers what the analysis reads of a `cst.ClassDef`: `name.value`, `bases` (`cst.Arg`s),
+    `method(name)`, `method_names`, and `assigns_attribute(attr)` (which methods assign `self.attr`).
+    """
+
+    def __init__(self, module: "ModuleInfo", node: ast.ClassDef) -> None:
+        self.module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
+        self.name = cst.Name(node.name)
+        self._node = node
+        self._methods: dict[str, ast.stmt] = {}
+        for statement in node.body:
+            if isinstance(statement, FUNCTION_DEFS):
+                self._methods[statement.name] = statement  # the last one wins, as in Python
+        self._bases: list[cst.Arg] | None = None
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._methods)
+
+    def method_text(self, name: str) -> str:
+        return self.module.text_of(Site.of(self._methods[name], self.module.lines))
+
+    def method_identifiers(self, name: str) -> set[str]:
+        return identifiers(self._methods[name])
+
+    def method(self, name: str) -> cst.FunctionDef | None:
+        statement = self._methods.get(name)
+        if statement is None:
+            return None
+        return self.module.definition(Site.of(statement, self.module.lines))
+
+    @property
+    def bases(self) -> list[cst.Arg]:
+        if self._bases is None:
+            self._bases = []
+            for base in self._node.bases:
+                segment = self.module.segment(base)
+                try:
+                    self._bases.append(cst.Arg(value=cst.parse_expression(f"({segment})")))
+                except (cst.ParserSyntaxError, TypeError):
+                    continue
+        return self._bases
+
+    def assigns_attribute(self, attr: str) -> list[str]:
+        """Methods that assign `self.<attr> = <call, name or conditional>` (read from `ast`,
+        nothing parsed)."""
+        found = []
+        for name, statement in self._methods.items():
+            for node in statement.body:
+                if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
+                        and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                                and t.value.id == "self" for t in node.targets)):
+                    found.append(name)
+                    break
+        return found
+
+
+class _LazyNames:
+    """Names of a module, each with the `Site` that libcst parses on first access and its `ast`
+    outline (membership and identifiers need no parsing)."""
+
+    def __init__(self, module: "ModuleInfo") -> None:
+        self._module = weakref.proxy(module)  # no cycle: the module is freed by reference counting
+        self._sites: dict[str, Site] = {}
+        self._outlines: dict[str, ast.stmt] = {}
+
+    def add(self, name: str, site: Site, outline: ast.stmt) -> None:
+        self._sites[name] = site
+        self._outlines[name] = outline
+
+    def identifiers(self, name: str) -> set[str]:
+        return identifiers(self._outlines[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._sites
+
+
+class LazyDefinitions(_LazyNames):
+    """name -> `cst.FunctionDef`, parsed on first access."""
+
+    def __getitem__(self, name: str) -> cst.FunctionDef:
+        node = self._module.definition(self._sites[name])
+        if node is None:
+            raise KeyError(name)
+        return node
+
+    def get(self, name: str) -> cst.FunctionDef | None:
+        """The parsed definition, or None when absent or when libcst rejects it."""
+        site = self._sites.get(name)
+        return self._module.definition(site) if site is not None else None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sites)
+
+    def __len__(self) -> int:
+        return len(self._sites)
+
+    def text(self, name: str) -> str:
+        return self._module.text_of(self._sites[name])
+
+
+class LazyConstants(_LazyNames):
+    """name -> the `cst` expression assigned at module level, parsed on first access. The site of
+    a constant is the top-level statement holding the assignment (an `if`/`try` block for a
+    guarded constant), its outline the assignment itself."""
+
+    def get(self, name: str) -> cst.BaseExpression | None:
+        """The assigned expression, or None when absent or when libcst rejects its statement."""
+        site = self._sites.get(name)
+        statement = self._module.statement(site) if site is not None else None
+        return _assigned_value(statement, name) if statement is not None else None
+
+    def __getitem__(self, name: str) -> cst.BaseExpression:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+
+def _assigned_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value assigned to `name` in a statement (searching `if`/`try` blocks too)."""
+    stack: list[cst.CSTNode] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            return node.value
+        if (isinstance(node, cst.AnnAssign) and node.value is not None and isinstance(node.target, cst.Name)
+                and node.target.value == name):
+            return node.value
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.IndentedBlock)):
+            stack.extend(reversed(node.body))
+        elif isinstance(node, (cst.If, cst.Else, cst.Try, cst.ExceptHandler, cst.Finally)):
+            parts = [node.body, getattr(node, "orelse", None), getattr(node, "finalbody", None),
+                     *getattr(node, "handlers", ())]
+            stack.extend(reversed([part for part in parts if part is not None]))
+    return None
+
+
+def class_method(cls: cst.ClassDef | LazyClass, name: str) -> cst.FunctionDef | None:
+    """The method `name` defined in the body of a class (lazy or parsed), else None."""
+    if isinstance(cls, LazyClass):
+        return cls.method(name)
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def class_methods(cls: cst.ClassDef | LazyClass) -> list[cst.FunctionDef]:
+    """Every method of a class, parsed (for the few classes the analysis walks whole)."""
+    if isinstance(cls, LazyClass):
+        return [m for m in (cls.method(n) for n in cls.method_names) if m is not None]
+    return [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]

@@ -1,0 +1,52 @@
+"""Estimators by value: Schulman's (2020) k1/k2/k3 and friends, in d = logp - ref, recognised
+whatever their spelling by comparing the on-policy value with each template."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from kllint.analysis.bounded import substitute_in_order
+from kllint.analysis.numeric import proportional
+from kllint.analysis.symbolic import LOGRATIO, LP, ON_POLICY, REF, SymbolTable, strip_clamps
+
+_D = LOGRATIO
+ESTIMATOR_TEMPLATES: tuple[tuple[str, sp.Expr], ...] = (
+    ("k1", _D),
+    ("k2", _D ** 2 / 2),
+    ("k3", sp.exp(-_D) - 1 + _D),
+    ("k3-inverted", sp.exp(_D) - 1 - _D),
+    ("abs", sp.Abs(_D)),
+    ("reference-ratio", sp.exp(_D)),
+)
+
+
+@dataclass(frozen=True)
+class EstimatorMatch:
+    """A recognised estimator: its name and the constant factor (`value = scale * template`)."""
+
+    name: str
+    scale: float
+
+
+def on_policy_value(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
+    """The value of `expr` per token, on-policy: stop-gradients and `old` equal `logp`."""
+    value = strip_clamps(table.expand_reductions(expr))
+    return substitute_in_order(value, ON_POLICY)
+
+
+def classify_value(expr: sp.Expr, table: SymbolTable) -> EstimatorMatch | None:
+    """Which KL estimator `expr` computes (by value), whatever its spelling; None if none.
+
+    The expression must depend on the reference log-prob.
+    """
+    if REF not in table.role_symbols(expr):
+        return None
+    value = on_policy_value(expr, table)
+    if REF not in value.free_symbols or LP not in value.free_symbols:
+        return None
+    for name, template in ESTIMATOR_TEMPLATES:
+        scale = proportional(value, template)
+        if scale is not None:
+            return EstimatorMatch(name, scale)
+    return None

@@ -1,0 +1,260 @@
+"""Attributes and subscripts: what `base.attr` and `base[key]` are for each kind of value
+(modules, instances, classes, `super()`, tensors, networks, dictionaries, configuration values),
+and method lookup through a class's bases."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import libcst as cst
+
+from kllint.analysis import frameworks as fw
+from kllint.analysis import roles
+from kllint.analysis.callables import STRING_METHODS
+from kllint.analysis.callables import BoundMethod as _BoundMethod
+from kllint.analysis.callables import UnresolvedAttribute as _Attr
+from kllint.analysis.fields import KEY_FIELD
+from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
+from kllint.analysis.interpret.names import stem
+from kllint.analysis.definitions import class_method
+from kllint.analysis.module import dotted_name
+from kllint.analysis.symbolic import LP
+from kllint.analysis.values import (
+    ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
+    Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+
+METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
+                          "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
+
+
+class Attributes:
+    """Reads attributes and subscripts of values (a mixin of the interpreter)."""
+
+    def eval_Attribute(self, node: cst.Attribute, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        attr = node.attr.value
+        options = []
+        for option in alternatives(base):
+            options.append(self.attribute(option, attr, node, frame))
+        return join(*options)
+
+    def attribute(self, base: Value, attr: str, node: cst.Attribute, frame: Frame) -> Value:
+        if isinstance(base, ModuleRef):
+            if base.qualname.startswith("project:"):
+                module = self.index.load(base.qualname[len("project:"):])
+                if module is not None:
+                    return self.global_value(attr, module, frame) if attr in module.functions or attr in module.classes or attr in module.imports else ModuleRef(f"{base.qualname}.{attr}")
+            return self.resolve_import(f"{base.qualname}.{attr}") if not base.qualname.startswith("project:") else ModuleRef(f"{base.qualname}.{attr}")
+        if isinstance(base, Instance):
+            method = self.find_method(base.cls, attr)
+            if method is not None:
+                return method
+            assigned = self.instance_attribute(base.cls, attr)
+            if assigned is not None and not isinstance(assigned, Unknown):
+                return assigned
+            if roles.is_backbone_attribute(attr):
+                return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
+            stored = self.stored_field(attr)
+            if stored is not None:
+                return stored
+            return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
+        if isinstance(base, ClassRef):
+            method = self.find_method(base, attr)
+            return method if method is not None else Unknown(attr)
+        if isinstance(base, Super):
+            return self.super_method(base, attr)
+        if isinstance(base, Tensor):
+            if attr in ("data",):
+                return self.algebra.detach(base)
+            if attr in ("T", "mT", "real", "logits", "log_probs", "logprobs"):
+                return base
+            if attr in ("shape", "dtype", "device", "ndim", "grad", "requires_grad", "is_cuda"):
+                return Unknown(attr)
+            if self.algebra.has_roles(base.expr) or base.kind or attr in fw.REDUCTIONS or attr in fw.IDENTITY:
+                return _BoundMethod(base, attr)
+            # an attribute of an opaque object (`batch.old_log_probs`, `self.accelerator.backward`);
+            # `manager.compute_logprobs` is a method, not a tensor
+            if roles.tokens(attr)[:1] and roles.tokens(attr)[0] in METHOD_VERBS:
+                return _Attr(stem(base.expr), attr)
+            stored = self.stored_field(attr)
+            if stored is not None:
+                return stored
+            named = (self.role_from_name(attr, detached_source=not roles.is_output_name(stem(base.expr)))
+                     if not roles.is_backbone_attribute(attr) else None)
+            return named if named is not None else _Attr(stem(base.expr), attr)
+        if isinstance(base, Model):
+            if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
+                return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
+            return _BoundMethod(base, attr)
+        if isinstance(base, Mapping):
+            item = base.get(attr)
+            return item if item is not None else Unknown(attr)
+        if isinstance(base, Literal) and isinstance(base.value, str) and attr in STRING_METHODS:
+            return _BoundMethod(base, attr)  # `mode.endswith("+")` of a known option
+        if isinstance(base, ConfigValue):
+            default = base.default
+            source = dotted_name(node) or (f"{base.source}.{attr}" if base.source else attr)
+            if isinstance(default, Mapping):
+                inner = default.get(attr)
+                return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner, source)
+            return ConfigValue(attr, source=source)
+        if isinstance(base, Unknown):
+            if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
+                return ConfigValue(attr, source=dotted_name(node) or attr)
+            stored = self.stored_field(attr)
+            return stored if stored is not None else _Attr(base.name, attr)
+        if isinstance(base, _Attr):
+            stored = self.stored_field(attr)
+            if stored is not None:
+                return stored
+        return Unknown(attr)
+
+    def stored_field(self, attr: str) -> Value | None:
+        """What the analysed code stored under the attribute `attr` of some object, for a read on
+        an object the analysis knows nothing else about; not for names that give a role (a
+        model or log-probs: `self.ref_model`, built by factories the analysis cannot tell apart
+        from the policy, keeps the role of its name)."""
+        if self.role_from_name(attr) is not None:
+            return None
+        return self.fields.read(attr)
+
+    def super_method(self, sup: "Super", name: str) -> Value:
+        """`super().name`: the method of a base class of the defining class, bound to the instance."""
+        for base in sup.cls.node.bases:
+            base_value = self.eval(base.value, Frame(sup.cls.module, {}))
+            if isinstance(base_value, ClassRef):
+                found = self.find_method(base_value, name)
+                if found is not None:
+                    return replace(found, bound_self=sup.instance) if isinstance(found.bound_self, Instance) else found
+        return Unknown(name)
+
+    def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
+        stmt = class_method(cls.node, name)
+        if stmt is not None:
+            kind = _method_kind(stmt)
+            bound = None if kind == "staticmethod" else cls if kind == "classmethod" else Instance(cls)
+            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
+        if seen > 4:
+            return None
+        for base in cls.node.bases:
+            base_value = self.eval(base.value, Frame(cls.module, {}))
+            if isinstance(base_value, ClassRef):
+                found = self.find_method(base_value, name, seen + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def eval_Subscript(self, node: cst.Subscript, frame: Frame) -> Value:
+        base = self.eval(node.value, frame)
+        key: Value = Unknown()
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = self.eval(node.slice[0].slice.value, frame)
+        options = []
+        for option in alternatives(base):
+            options.append(self.subscript(option, key, node, frame))
+        return join(*options)
+
+    def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
+        if isinstance(base, Literal) and isinstance(base.value, str):
+            return _string_item(base.value, node.slice, key)
+        if isinstance(base, Tensor):
+            if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
+                stored = self.fields.read(KEY_FIELD + key.value)
+                if stored is not None:
+                    return stored
+                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                             detached_source=not roles.is_output_name(stem(base.expr)))
+                if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
+                    return keyed
+            return base
+        if isinstance(base, Model):
+            return base
+        if isinstance(base, Mapping) and isinstance(key, Literal):
+            item = base.get(str(key.value))
+            return item if item is not None else Unknown(str(key.value))
+        if isinstance(base, Mapping) and base.items:
+            return self.keyed_entries(base, key, node.slice[0].slice.value if len(node.slice) == 1
+                                      and isinstance(node.slice[0].slice, cst.Index) else None)
+        if isinstance(base, Sequence):
+            if isinstance(key, Literal) and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
+                return base.items[key.value]
+            return join(*base.items) if base.items else Unknown()
+        if isinstance(base, ConfigValue):
+            if isinstance(key, Literal):
+                default = base.default.get(str(key.value)) if isinstance(base.default, Mapping) else None
+                return ConfigValue(str(key.value), default.value if isinstance(default, Literal) else default,
+                                   frame.module.source(node).strip())
+            return ConfigValue(base.name, source=base.source)
+        if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
+            owner = base.name if isinstance(base, Unknown) else base.attr
+            if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
+                return ConfigValue(key.value, source=frame.module.source(node).strip())
+            stored = self.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored  # stored under this key by the code analysed
+            # batch / inputs dictionaries: tensors named by their key, without gradient
+            return self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                        detached_source=not roles.is_output_name(owner or ""))
+        return Unknown()
+
+    def keyed_entries(self, mapping: Mapping, key: Value, key_node: cst.BaseExpression | None) -> Value:
+        """`mapping[key]` for a key known only at run time: every entry, a callable one under
+        the condition that the key selects it (explored option by option like a mode string)."""
+        config = next((o for o in alternatives(key) if isinstance(o, ConfigValue)), None)
+        tested = (dotted_name(key_node) if key_node is not None else None) or "key"
+        name = (config.source or config.name) if config else tested
+        default = config.default if config and isinstance(config.default, str) else None
+        keys: dict[Value, list[str]] = {}  # one option per callable, under all the keys that pick it
+        for entry, value in mapping.items:
+            for option in alternatives(value):
+                keys.setdefault(option, []).append(entry)
+        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested))
+                      if isinstance(o, (FunctionRef, Partial, ClassRef)) else o for o, entries in keys.items()))
+
+
+@dataclass(frozen=True)
+class Super:
+    """`super()` inside a method of `cls`, for `instance`."""
+
+    cls: ClassRef
+    instance: Any
+
+
+def _string_item(text: str, elements, key: Value) -> Value:
+    """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
+    if len(elements) != 1:
+        return Unknown()
+    part = elements[0].slice
+    if isinstance(part, cst.Index):
+        if isinstance(key, Literal) and isinstance(key.value, int) and -len(text) <= key.value < len(text):
+            return Literal(text[key.value])
+        return Unknown()
+    bounds = []
+    for bound in (part.lower, part.upper, part.step):
+        if bound is None:
+            bounds.append(None)
+            continue
+        number = _int_literal(bound)
+        if number is None:
+            return Unknown()
+        bounds.append(number)
+    return Literal(text[slice(*bounds)])
+
+
+def _int_literal(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
+
+
+def _method_kind(node: cst.FunctionDef) -> str | None:
+    """`staticmethod` or `classmethod` for a method so decorated (its first parameter is not the
+    instance), else None."""
+    for decorator in node.decorators:
+        name = dotted_name(decorator.decorator)
+        if name in ("staticmethod", "classmethod"):
+            return name
+    return None

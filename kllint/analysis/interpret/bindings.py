@@ -1,0 +1,135 @@
+"""Bindings and sinks: what an assignment does to its target (names with their name-based
+roles, tuple unpacking, items, attributes kept in the field store), and the reward and loss
+sinks that assignments and outputs reach."""
+from __future__ import annotations
+
+import libcst as cst
+import sympy as sp
+
+from kllint.analysis import roles
+from kllint.analysis.facts import LossFact, RewardFact, SinkKind
+from kllint.analysis.interpret.expressions import string_value
+from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.module import dotted_name
+from kllint.analysis.symbolic import LPD, OLD
+from kllint.analysis.values import Alts, Model, Sequence, Tensor, Unknown, Value, alternatives, join
+
+
+class Bindings:
+    """Assigns values to targets and records sinks (a mixin of the interpreter)."""
+
+    def assign(self, target: cst.BaseExpression, value: Value, frame: Frame, statement: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            name = target.value
+            if name in frame.accumulators:
+                value = frame.accumulators[name]
+            value = self._named(value, name, frame, statement)
+            if frame.no_grad:
+                value = self.detach_value(value)
+            frame.env[name] = value
+            self.check_reward_sink(name, value, frame, statement)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            for position, element in enumerate(elements):
+                item = self._item(value, position, len(elements))
+                self.assign(element, item, frame, statement)
+        elif isinstance(target, cst.Subscript):
+            base = target.value
+            name = dotted_name(base)
+            key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
+            if isinstance(key, cst.SimpleString):
+                self.output_loss_entry(string_value(key.value), value, frame, statement)
+            if name is not None:
+                last = name.split(".")[-1]
+                self.check_reward_sink(last, value, frame, statement)
+                if isinstance(base, cst.Name) and base.value in frame.env:
+                    current = frame.env[base.value]
+                    if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
+                        value = self.detach_value(value)
+                    if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
+                        frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
+        elif isinstance(target, cst.Attribute):
+            self.check_reward_sink(target.attr.value, value, frame, statement)
+            self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
+
+    def _item(self, value: Value, position: int, count: int) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Sequence) and len(option.items) == count:
+                options.append(option.items[position])
+            elif isinstance(option, (Tensor, Model)):
+                # `logits, cache = model(...)`: the outputs of a forward share its role
+                options.append(option if position == 0 else Unknown())
+            else:
+                options.append(Unknown())
+        return join(*options)
+
+    def _named(self, value: Value, name: str, frame: Frame, statement: cst.CSTNode) -> Value:
+        """Name-based roles for values the dataflow knows nothing about (`ref_lp = f(...)`)."""
+        named = self.role_from_name(name, detached_source=frame.no_grad)
+        if named is None:
+            return value
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old":
+                options.append(option.with_(expr=OLD))  # the rollout policy's log-probs, read back
+            elif isinstance(option, Unknown) and isinstance(named, Model):
+                options.append(named)
+            elif isinstance(named, Tensor) and (isinstance(option, Unknown) or (
+                    isinstance(option, Tensor) and not self.algebra.has_roles(option.expr) and option.anchor is None
+                    and not option.expr.is_number and option.kind is None)):
+                options.append(named)
+            elif isinstance(named, Tensor) and isinstance(option, Tensor) and option.kind == "buffer":
+                # a preallocated buffer: a mask by its name, but log-probs only once written
+                options.append(option if self.algebra.has_roles(named.expr) else named)
+            else:
+                options.append(option)
+        return join(*options)
+
+    def detach_value(self, value: Value) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Tensor):
+                options.append(self.algebra.detach(option))
+            elif isinstance(option, Sequence):
+                options.append(Sequence(tuple(self.detach_value(i) for i in option.items)))
+            else:
+                options.append(option)
+        return join(*options)
+
+    # ------------------------------------------------------------------ sinks
+    def check_reward_sink(self, name: str, value: Value, frame: Frame, statement: cst.CSTNode) -> None:
+        kind = roles.sink_kind(name)
+        if kind is None or not frame.emit:
+            return
+        for option in alternatives(value):
+            items = option.items if isinstance(option, Sequence) else (option,)
+            for item in items:
+                if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
+                        and not self.fields.judged(item)):
+                    self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
+
+    def _wrapped_expr(self, t: Tensor) -> sp.Expr:
+        return self.algebra.wrap(t)
+
+    def output_loss_entry(self, key: object, value: Value, frame: Frame, node: cst.CSTNode) -> None:
+        """`out["loss_kl"] = value` in a loss function (or the forward of a loss module): the
+        entries named `loss` / `loss_*` of its output are the terms the caller differentiates."""
+        if not isinstance(key, str) or not (key == "loss" or key.startswith("loss_")) or frame.depth > 0:
+            return
+        function = frame.function.rsplit(".", 1)[-1]
+        owner = frame.class_ref.name if frame.class_ref is not None else ""
+        if roles.is_loss_function_name(function) or (
+                function in ("forward", "__call__") and (roles.is_loss_function_name(owner)
+                                                         or owner.lower().endswith(("loss", "objective")))):
+            self.loss_sink(value, node, frame, SinkKind.LOSS_ENTRY, frame.function, entry_key=key)
+
+    def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, kind: SinkKind, name: str = "",
+                  entry_key: str = "") -> None:
+        """Record that `value` is differentiated at `node` (how: `kind`, through `name`)."""
+        if not frame.emit:
+            return
+        for option in alternatives(value):
+            if isinstance(option, Tensor):
+                self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
+                                           frame.epoch_loop, entry_key))

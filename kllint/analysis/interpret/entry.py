@@ -1,0 +1,269 @@
+"""Entry points: running each function of the checked module that matters (the run loop, the
+choice of entry points, their parameters' values from names), recording what the analysis
+abandons, and the small helpers every part calls (`anchor`, `tick`, `qualify`, `as_tensor`,
+`emit`)."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import libcst as cst
+
+from kllint.analysis import frameworks as fw
+from kllint.analysis import roles
+from kllint.analysis.autograd import callers_without_grad
+from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
+from kllint.analysis.interpret import frames
+from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
+from kllint.analysis.module import ModuleInfo
+from kllint.analysis.symbolic import LP, LPD
+from kllint.analysis.values import KL_CONTENT
+from kllint.analysis.values import (
+    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    alternatives,
+)
+
+GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
+GRAD_SECOND_ARG = re.compile(r"\s*,\s*([A-Za-z_]\w*)")  # `nn.value_and_grad(model, loss_fn)`: after the first
+GRAD_ALIAS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.\Z")  # `jax` of `jax.grad(`, read backwards
+
+
+class EntryPoints:
+    """Runs the module's entry points (a mixin of the interpreter)."""
+
+    # ------------------------------------------------------------------ entry points
+    def run(self) -> None:
+        token = KL_CONTENT.set(self.algebra.kl_symbols)
+        try:
+            self._run()
+        finally:
+            KL_CONTENT.reset(token)
+
+    def _run(self) -> None:
+        self.grad_targets = self._find_grad_targets()
+        module_frame = Frame(self.entry, {}, function="<module>")
+        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
+        functions = self.entry.functions
+        texts = {("", name): functions.text(name) for name in functions}
+        names = {("", name): functions.identifiers(name) for name in functions}
+        for cls_node in self.entry.classes.values():
+            texts.update({(cls_node.name.value, name): cls_node.method_text(name) for name in cls_node.method_names})
+            names.update({(cls_node.name.value, name): cls_node.method_identifiers(name)
+                          for name in cls_node.method_names})
+        for cls_name, name in self._entry_points(texts, names):
+            if not cls_name:
+                node = functions.get(name)
+                if node is not None:
+                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
+                continue
+            cls_node = self.entry.classes[cls_name]
+            cls = ClassRef(cls_name, cls_node, self.entry)
+            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
+                          cls_node.method(name))
+
+    def _run_method(self, cls: ClassRef, name: str) -> None:
+        node = cls.node.method(name)
+        if node is not None:
+            self.run_entry(node, cls)
+
+    def _entry_points(self, texts: dict[tuple[str, str], str],
+                      names: dict[tuple[str, str], set[str]]) -> list[tuple[str, str]]:
+        """The functions and methods (class name or "", name) run as entry points, in source order.
+
+        Every finding starts from a KL, a reference model or a KL API, so an entry point is a
+        definition that uses a name for one (`kllint.pipeline.prefilter.names_kl_or_reference`; its
+        docstring and comments do not count), or one whose text calls such a definition of this
+        module by name (its caller may hold the loss or reward sink). Other definitions are only
+        followed as helpers.
+        """
+        chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
+        while True:
+            called = {name for _, name in chosen}
+            if not called:
+                break
+            calls = re.compile(r"(?<!def )\b(?:" + "|".join(sorted(map(re.escape, called))) + r")\s*\(")
+            added = {key for key, text in texts.items() if key not in chosen and calls.search(text)}
+            if not added:
+                break
+            chosen |= added
+        return [key for key in texts if key in chosen]
+
+    def _names_kl_or_reference(self, used: set[str]) -> bool:
+        """Whether names of a definition (or statement) name a KL or the reference, directly, by
+        the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
+        from kllint.pipeline.prefilter import names_matter
+
+        imports, constants = self.entry.imports, self.entry.constants
+        seen = set(used)
+        seen.update(imports[name].rsplit(".", 1)[-1] for name in used if name in imports)
+        for name in used:
+            if name in constants:
+                seen.update(constants.identifiers(name))
+        return names_matter(seen, self.vocab)
+
+    def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
+        self.steps = 0
+        try:
+            action()
+        except Budget:
+            self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=node)
+        except RecursionError:
+            self._abandon(function, node, "nesting too deep for the interpreter", root=node)
+
+    def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
+                 root: cst.CSTNode | None = None) -> None:
+        """Record that the analysis gave up on `function` (never silently: `kllint check -v`);
+        `root`, the definition holding `node`, spares positioning every other definition."""
+        self._abandoned.setdefault((function, reason), (node, module or self.entry, root))
+
+    def abandoned(self) -> list[Abandoned]:
+        """What the analysis gave up on, each with the line where it happened."""
+        records = []
+        for (function, reason), (node, module, root) in self._abandoned.items():
+            line = module.span(node, root).line if node is not None else 1
+            records.append(Abandoned(function, module.display, line, reason))
+        return records
+
+    def _module_statements(self) -> list[cst.CSTNode]:
+        return self.entry.module_statements(self._names_kl_or_reference)
+
+    def _find_grad_targets(self) -> set[str]:
+        """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,
+        `value_and_grad(f, has_aux=True)`, `nnx.grad`, `eqx.filter_grad`), read from the text."""
+        targets: set[str] = set()
+        text = self.entry.text
+        for match in GRAD_CALL.finditer(text):
+            transform, name = match.groups()
+            start = match.start()
+            alias_match = GRAD_ALIAS.search(text, max(0, start - 200), start) if text[start - 1:start] == "." else None
+            alias = alias_match.group(1) if alias_match else None
+            qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
+            if qualified in fw.GRAD_TRANSFORMS_OF_MODEL:
+                second = GRAD_SECOND_ARG.match(text, match.end())
+                if second:
+                    targets.add(second.group(1))
+            elif qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
+                targets.add(name)
+        return targets
+
+    def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
+                  no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
+        name = node.name.value
+        is_grad_target = name in self.grad_targets
+        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
+                      active=(id(node),), root=root or node)
+        params = node.params
+        all_params = list(params.posonly_params) + list(params.params)
+        for position, param in enumerate(all_params):
+            pname = param.name.value
+            if position == 0 and cls is not None and pname in ("self", "cls"):
+                frame.env[pname] = Instance(cls)
+                continue
+            if is_grad_target and position == 0:
+                frame.env[pname] = Model("policy", pname)
+                continue
+            frame.env[pname] = self.param_value(pname, param, frame)
+        for param in params.kwonly_params:
+            frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
+        self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
+        loss_function = is_grad_target or roles.is_loss_function_name(name)
+        sink_kind = roles.sink_kind(name)
+        if not frame.returns:
+            return
+        anchor = self.anchor(node.name, frame)
+        # each `return` on its own: one join of them all would keep only the first alternatives
+        for option in (o for returned in frame.returns for o in alternatives(returned)):
+            first = option.items[0] if isinstance(option, Sequence) and option.items else option
+            if loss_function and isinstance(first, Tensor):
+                self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
+                                           SinkKind.LOSS_RETURN, name))
+            elif sink_kind and not loss_function:
+                for item in (option.items if isinstance(option, Sequence) else (option,)):
+                    if isinstance(item, Tensor):
+                        self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
+
+    def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
+        """The last `return` statement the entry point executed."""
+        return self.anchor(frame.return_nodes[-1], frame) if frame.return_nodes else None
+
+    def param_value(self, name: str, param: cst.Param, frame: Frame) -> Value:
+        """The value of an entry point's parameter, from its name and default."""
+        default = param.default
+        if default is not None:
+            value = self.eval(default, frame)
+            if isinstance(value, Literal):
+                if value.value is None and isinstance(self.role_from_name(name), Tensor):
+                    return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)  # `ref=None`
+                if isinstance(value.value, (str, bool)) or value.value is None:
+                    return ConfigValue(name, value.value, name)
+            elif isinstance(value, Mapping):
+                return ConfigValue(name, value, name)
+        return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
+
+    def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
+                        detached_source: bool = False) -> Value:
+        """Roles from names: the last resort (design.md, item 3)."""
+        role_value = self.role_from_name(name, detached_source)
+        if role_value is not None:
+            return role_value
+        if parameter and roles.is_kl_name(name) and anchor is not None:
+            return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
+        toks = roles.tokens(name)
+        if any(t in CONFIG_TOKENS for t in toks):
+            return Unknown(name)  # attributes and items of a config are configuration values
+        space = "prob" if any(t in ("probs", "prob", "probabilities", "p") for t in toks) else None
+        return Tensor(self.algebra.table.fresh(name, positive=True), space=space)
+
+    def role_from_name(self, name: str, detached_source: bool = False) -> Tensor | Model | None:
+        """The value a log-prob, model or mask name (or a configured reference name) stands for;
+        None for a name that gives no role."""
+        role = roles.logprob_role(name)
+        if self.vocab is not None and name in self.vocab.reference_names:
+            role = "reference" if role is not None or not roles.model_role(name) else None
+            if role is None:
+                return Model("reference", name)
+        if role is not None:
+            symbol = ROLE_SYMBOL[role]
+            if detached_source and symbol == LP:
+                symbol = LPD
+            space = "logits" if roles.is_logits_name(name) else "logprob"
+            return Tensor(symbol, space=space, assumed=True)
+        model = roles.model_role(name)
+        if model is not None:
+            return Model(model, name)
+        if roles.is_mask_name(name):
+            return Tensor(self.algebra.table.fresh(name, positive=True), kind="mask")
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
+        module = frame.module
+        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root)
+
+    def tick(self) -> None:
+        self.steps += 1
+        if self.steps > frames.MAX_STEPS:
+            raise Budget()
+
+    def qualify(self, dotted: str, module: ModuleInfo) -> str:
+        head, _, rest = dotted.partition(".")
+        base = module.imports.get(head)
+        if base is None:
+            return dotted
+        return f"{base}.{rest}" if rest else base
+
+    def as_tensor(self, value: Value, name: str = "t") -> Tensor:
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, Literal) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
+            return self.algebra.number(value.value)
+        if isinstance(value, Model):
+            return Tensor(ROLE_SYMBOL.get(value.role, LP), space="logits")
+        if isinstance(value, ConfigValue):
+            return self.algebra.opaque(value.name)
+        return self.algebra.opaque(name)
+
+    def emit(self, frame: Frame, fact: Any) -> None:
+        if frame.emit:
+            self.facts.append(fact)

@@ -1,0 +1,294 @@
+"""Calls: evaluating a call expression, following project functions into their bodies with the
+caller's values bound, and memoising those calls (`_CallMemo`, keyed by `_signature_of` or
+`_exact_signature`) under the call depth limit `MAX_DEPTH`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+import libcst as cst
+
+from kllint.analysis import calls
+from kllint.analysis.fields import KEY_FIELD
+from kllint.analysis.interpret.attributes import Super
+from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.module import dotted_name
+from kllint.analysis.values import plain as _plain
+from kllint.analysis.values import (
+    Anchor, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    alternatives, join,
+)
+
+MAX_DEPTH = 5
+
+
+@dataclass
+class _Reach:
+    """How far a followed call's call tree went: the deepest frame depth that made a call, and
+    the functions entered (ids of their definitions)."""
+
+    deepest: int
+    entered: set[int]
+
+
+@dataclass(frozen=True)
+class _CallMemo:
+    """A memoised helper call: its result, its facts (with the call-stack prefix to replace),
+    and its call tree's reach (`reach` levels below the call, the functions `entered`)."""
+
+    result: Value
+    facts: list
+    prefix: int
+    reach: int
+    entered: frozenset[int]
+    fields_version: int | None = None  # the field store's version after it (None: it read no field)
+    fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
+
+
+class Calls:
+    """Evaluates calls and follows project functions (a mixin of the interpreter)."""
+
+    _plain_calls: dict[tuple, _CallMemo]  # set up by the interpreter
+    _open_calls: list[_Reach]
+
+    def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
+        if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
+            return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
+        func = self.eval(node.func, frame)
+        args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
+        kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
+            if mappings:
+                base = self.eval(node.func.value, frame.child(emit=False))
+                items = [o.get(args[0].value) for o in alternatives(base) if isinstance(o, Mapping)]
+                if items and all(i is not None for i in items):
+                    return join(*items)  # `d.get("key")` of a dict the analysis built
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and args:
+            mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name == "get"]
+            if mappings:
+                base = self.eval(node.func.value, frame.child(emit=False))
+                found = [self.keyed_entries(o, args[0], node.args[0].value) for o in alternatives(base)
+                         if isinstance(o, Mapping) and o.items]
+                if found:
+                    return join(*found)  # `REGISTRY.get(cfg.mode)`
+        if (isinstance(node.func, cst.Attribute) and node.func.attr.value == "set" and len(args) >= 2
+                and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
+            self.output_loss_entry(args[0].value, args[1], frame, node)  # `td_out.set("loss_kl", value)`
+            self.fields.write(KEY_FIELD + args[0].value, self.detach_value(args[1]) if frame.no_grad else args[1], id(node))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("append", "extend", "insert", "add") and args:
+            container = dotted_name(node.func.value)
+            if container is not None:
+                item = args[-1]
+                if node.func.attr.value == "extend":
+                    item = self._element(item, node, frame)
+                self.check_reward_sink(container.split(".")[-1], item, frame, node)
+                if isinstance(node.func.value, cst.Name):
+                    current = frame.env.get(container)
+                    elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
+                    frame.env[container] = Sequence((join(*elements, item),))
+                return Literal(None)
+        options = []
+        for option in alternatives(func):
+            options.append(self.call(option, args, kwargs, node, frame))
+        return join(*options)
+
+    def call(self, func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call, frame: Frame) -> Value:
+        return calls.dispatch(self, func, args, kwargs, node, frame)
+
+    def call_function(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
+                      frame: Frame, defaults_as_literals: bool = True) -> Value:
+        """Follow a project function with the caller's values bound to its parameters.
+
+        Calls are memoised: by a summary of their arguments when these carry no log-prob or KL
+        (`_signature_of`), else by the arguments themselves (`_exact_signature`). A result
+        whose computation met no cut-off (depth limit, recursive call) is reused at other depths
+        as long as its whole call tree still fits under MAX_DEPTH there and enters no function
+        that is running at the new call site; other results are reused at the same depth only.
+        """
+        fdef = ref.node
+        key = id(fdef)
+        if self.carries(list(args) + list(kwargs.values())):
+            self.carrying_calls.add(id(node))
+        if frame.depth >= MAX_DEPTH or key in frame.active:
+            self._cutoffs += 1
+            if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
+                self._abandon(frame.function, node, f"call of `{ref.qualname}` not followed (call depth limit "
+                                                    f"{MAX_DEPTH}) with log-probs or KL terms among its arguments",
+                              frame.module, frame.root)
+            return Unknown(ref.qualname)
+        memo_key = None
+        values = list(args) + [kwargs[k] for k in sorted(kwargs)]
+        signature = _signature_of(values)
+        if signature is None:
+            signature = _exact_signature(values, frame)
+        if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
+            memo_key = (key, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
+                        id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
+            for variant in (memo_key + (None,), memo_key + (frame.depth,)):
+                memo = self._plain_calls.get(variant)
+                if memo is None:
+                    continue
+                if memo.fields_version is not None and self.fields.stale(memo.fields_read, memo.fields_version):
+                    continue  # it read container fields that have changed since: compute it afresh
+                if variant[-1] is None and (frame.depth + memo.reach >= MAX_DEPTH
+                                            or not memo.entered.isdisjoint(frame.active)):
+                    continue  # here its call tree would be cut: compute it afresh
+                if variant[-1] is not None:
+                    self._cutoffs += 1
+                self.fields.depend(memo.fields_read)  # the caller depends on the fields this call read
+                self._note_reach(frame.depth + memo.reach, memo.entered)
+                return self._replay(memo, node, frame)
+        facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        reach = _Reach(frame.depth, {key})
+        self._open_calls.append(reach)
+        self.fields.open()
+        try:
+            result, callee_frame = self._follow(ref, args, kwargs, node, frame, defaults_as_literals)
+        finally:
+            self._open_calls.pop()
+            read = self.fields.close()
+        self._note_reach(reach.deepest, reach.entered)
+        if memo_key is not None:
+            depth = None if self._cutoffs == cutoffs_before else frame.depth
+            self._plain_calls[memo_key + (depth,)] = _CallMemo(
+                result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
+                frozenset(reach.entered), self.fields.version if read else None, read)
+        return self._returned(result, self.anchor(node, frame))
+
+    def _carries_roles(self, values: list[Value]) -> bool:
+        return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)
+                   for value in values for option in alternatives(value))
+
+    def carries(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a log-prob, a KL term or a network (also inside
+        tuples and dicts): then what the callee computes from them depends on this call."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model):
+                    return True
+                if isinstance(option, Tensor) and self.algebra.has_roles(option.expr):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries(items, depth + 1):
+                        return True
+        return False
+
+    def depth_matters(self, frame: Frame) -> int:
+        """The depth of `frame`, for a decision that depends on it: a helper call whose result
+        (or facts) came from such a decision is memoised for its own depth only."""
+        self._cutoffs += 1
+        return frame.depth
+
+    def _note_reach(self, deepest: int, entered: Iterable[int]) -> None:
+        """Record, for the followed call in progress, the depth and functions a nested call reached."""
+        if self._open_calls:
+            current = self._open_calls[-1]
+            current.deepest = max(current.deepest, deepest)
+            current.entered.update(entered)
+
+    def _follow(self, ref: FunctionRef, args: list[Value], kwargs: dict[str, Value], node: cst.CSTNode,
+                frame: Frame, defaults_as_literals: bool) -> tuple[Value, Frame]:
+        """Run the function's body with the arguments bound; its result and the callee frame."""
+        fdef = ref.node
+        key = id(fdef)
+        callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
+                             conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
+                             epoch_loop=frame.epoch_loop,
+                             call_stack=frame.call_stack + (self.anchor(node, frame),),
+                             closure=self._closures.get(key), active=frame.active + (key,), class_ref=ref.owner,
+                             root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
+        if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
+            callee_frame.no_grad = True
+        params = fdef.params
+        positional = list(params.posonly_params) + list(params.params)
+        values = list(args)
+        if ref.bound_self is not None and positional:
+            callee_frame.env[positional[0].name.value] = ref.bound_self
+            positional = positional[1:]
+        for param in positional + list(params.kwonly_params):
+            pname = param.name.value
+            if pname in kwargs:
+                value = kwargs[pname]
+            elif values and param in positional:
+                value = values.pop(0)
+            elif param.default is not None:
+                value = self.eval(param.default, callee_frame.child(env={}))
+                if not defaults_as_literals and isinstance(value, Literal):
+                    value = ConfigValue(pname, value.value, pname)
+            else:
+                value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
+            callee_frame.env[pname] = value
+        if isinstance(params.star_arg, cst.Param):
+            callee_frame.env[params.star_arg.name.value] = Sequence(tuple(values))
+        if isinstance(params.star_kwarg, cst.Param):
+            callee_frame.env[params.star_kwarg.name.value] = Mapping(tuple(kwargs.items()))
+        if isinstance(fdef, cst.Lambda):
+            result = self.eval(fdef.body, callee_frame)
+        else:
+            self.exec_block(fdef.body.body if isinstance(fdef.body, cst.IndentedBlock) else [fdef.body], callee_frame)
+            result = join(*callee_frame.returns) if callee_frame.returns else Literal(None)
+        if callee_frame.no_grad:
+            result = self.detach_value(result)
+        return result, callee_frame
+
+    def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
+        """A memoised helper call: its result, and its facts re-stated for this call site."""
+        stack = frame.call_stack + (self.anchor(node, frame),)
+        if frame.emit:
+            for fact in memo.facts:
+                self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))
+        return self._returned(memo.result, stack[-1])
+
+    def _returned(self, value: Value, site: Anchor) -> Value:
+        options = []
+        for option in alternatives(value):
+            if isinstance(option, Tensor) and option.anchor is not None:
+                options.append(option.with_(call_sites=option.call_sites + (site,)))
+            elif isinstance(option, Sequence):
+                options.append(Sequence(tuple(self._returned(i, site) for i in option.items)))
+            else:
+                options.append(option)
+        return join(*options)
+
+
+def _signature_of(values: list[Value]) -> tuple | None:
+    """A hashable summary of call arguments that carry no log-prob or KL (None otherwise): calls of
+    the same helper with the same summary give the same result, so it is computed once."""
+    parts: list[object] = []
+    for value in values:
+        if _plain(value):
+            parts.append("plain")
+        elif isinstance(value, Literal):
+            parts.append(("literal", repr(value.value)))
+        elif isinstance(value, ConfigValue):
+            parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
+        elif isinstance(value, Model):
+            parts.append(("model", value.role))
+        elif isinstance(value, Instance):
+            parts.append(("instance", id(value.cls.node)))
+        elif isinstance(value, (Mapping, Sequence)):
+            items = [v for _, v in value.items] if isinstance(value, Mapping) else list(value.items)
+            inner = _signature_of(items)
+            if inner is None:
+                return None
+            parts.append((type(value).__name__, inner))
+        else:
+            return None
+    return tuple(parts)
+
+
+def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
+    """A memo key for calls whose arguments carry a log-prob or KL: the arguments themselves
+    (values compare by structure; an `Unknown` stands for any other, it carries nothing the
+    callee can tell apart) with the caller's branch conditions and loop kind, which the callee's
+    anchors and facts inherit. None when a value cannot be hashed."""
+    signature = ("exact", tuple("unknown" if isinstance(v, Unknown) else v for v in values), frame.conditions,
+                 frame.epoch_loop)
+    try:
+        hash(signature)
+    except TypeError:
+        return None
+    return signature

@@ -1,0 +1,157 @@
+"""Name resolution: local, closure and module-level names (functions, classes, imports,
+constants, decorator registries), `self.attr` assigned in a class's methods, and imports
+resolved through the project index."""
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import libcst as cst
+import sympy as sp
+
+from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.definitions import LazyClass, class_methods
+from kllint.analysis.module import ModuleInfo, dotted_name
+from kllint.analysis.symbolic import LP, LPD, OLD, REF
+from kllint.analysis.values import (
+    ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
+)
+
+
+class Names:
+    """Resolves names, module globals, instance attributes and imports (a mixin of the interpreter)."""
+
+    def eval_Name(self, node: cst.Name, frame: Frame) -> Value:
+        name = node.value
+        if name in frame.env:
+            value = frame.env[name]
+            if isinstance(value, Tensor) and value.expr in (LP, LPD, REF, OLD):
+                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(_text(value.expr))
+            return value
+        if frame.closure is not None and name in frame.closure:
+            return frame.closure[name]
+        if name in ("True", "False", "None"):
+            return Literal({"True": True, "False": False, "None": None}[name])
+        return self.global_value(name, frame.module, frame)
+
+    def global_value(self, name: str, module: ModuleInfo, frame: Frame) -> Value:
+        if name in module.functions and module.functions.get(name) is not None:
+            return FunctionRef(name, module.functions[name], module)
+        if name in module.classes:
+            return ClassRef(name, module.classes[name], module)
+        if name in module.imports:
+            return self.resolve_import(module.imports[name])
+        constant = module.constants.get(name) if name in module.constants else None
+        if constant is not None:
+            if isinstance(constant, cst.Call) and self._library_constructor(constant, module):
+                return self.eval(constant, frame.child(module=module, env={}, emit=False))
+            if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):
+                value = self.eval(constant, frame.child(module=module, env={}))
+                if isinstance(value, Mapping):
+                    return replace(value, name=name, items=value.items + self._registered(name, module))
+                return value
+            if name in module.registries:  # `REGISTRY = dict()` / `defaultdict(...)`, filled by decorators
+                return Mapping(self._registered(name, module), name)
+        return Unknown(name)
+
+    def _registered(self, registry: str, module: ModuleInfo) -> tuple[tuple[str, Value], ...]:
+        """The definitions the module's decorators store in `registry`, by key."""
+        items = []
+        for key, definition in module.registries.get(registry, ()):
+            if definition in module.functions and module.functions.get(definition) is not None:
+                items.append((key, FunctionRef(definition, module.functions[definition], module)))
+            elif definition in module.classes:
+                items.append((key, ClassRef(definition, module.classes[definition], module)))
+        return tuple(items)
+
+    def _library_constructor(self, call: cst.Call, module: ModuleInfo) -> bool:
+        """`nn.KLDivLoss(...)`-like: a call of a tensor-library name (cheap and side-effect free)."""
+        name = dotted_name(call.func)
+        return name is not None and self.qualify(name, module).split(".")[0] in ("torch", "optax", "jax")
+
+    def instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
+        """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the class."""
+        key = (id(cls.node), attr)
+        if key not in self._instance_attributes:
+            self._instance_attributes[key] = self._find_instance_attribute(cls, attr)
+        return self._instance_attributes[key]
+
+    def _find_instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
+        node = cls.node
+        methods = ([node.method(name) for name in node.assigns_attribute(attr)] if isinstance(node, LazyClass)
+                   else class_methods(node))
+        for stmt in methods:
+            if stmt is None or not isinstance(stmt.body, cst.IndentedBlock):
+                continue
+            for line in stmt.body.body:
+                if not isinstance(line, cst.SimpleStatementLine):
+                    continue
+                for small in line.body:
+                    if not (isinstance(small, cst.Assign)
+                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
+                        continue
+                    if isinstance(small.value, cst.Call):
+                        if self._library_constructor(small.value, cls.module):
+                            return self.eval(small.value, Frame(cls.module, {}, emit=False))
+                        made = self._project_constructor(small.value, cls.module)
+                        if made is not None:
+                            return made
+                    chosen = self._chosen_function(small.value, cls.module)
+                    if chosen is not None:
+                        return chosen
+        return None
+
+    def _chosen_function(self, expr: cst.BaseExpression, module: ModuleInfo) -> Value | None:
+        """`self.reduce = partial(masked_sum, n=...) if cfg.x else masked_mean`: a function of the
+        project (or a partial application of one), possibly chosen by a condition; None for
+        anything else. Evaluated without the method's locals (a name it does not know is no
+        function)."""
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.IfExp, cst.Call)):
+            return None
+        if isinstance(expr, cst.Call) and self.qualify(dotted_name(expr.func) or "", module) != "functools.partial":
+            return None
+        value = self.eval(expr, Frame(module, {}, emit=False))
+        options = alternatives(value)
+        if options and all(isinstance(o, (FunctionRef, Partial)) for o in options):
+            return value
+        return None
+
+    def _project_constructor(self, call: cst.Call, module: ModuleInfo) -> Instance | None:
+        """`Estimator(config.kind)`: an instance of a project class (its constructor is not run)."""
+        name = dotted_name(call.func)
+        if name is None:
+            return None
+        head = name.split(".")[0]
+        if head not in module.classes and head not in module.imports:
+            return None
+        value = self.eval(call.func, Frame(module, {}, emit=False))
+        return Instance(value) if isinstance(value, ClassRef) else None
+
+    def resolve_import(self, qualname: str) -> Value:
+        root = qualname.split(".")[0]
+        if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex", "mlx"):
+            return ModuleRef(qualname)
+        module, rest = self.index.resolve(qualname)
+        if module is None:
+            return ModuleRef(qualname)
+        if not rest:
+            return ModuleRef(f"project:{module.name}")
+        head = rest.split(".")[0]
+        if head in module.functions and module.functions.get(head) is not None:
+            return FunctionRef(head, module.functions[head], module)
+        if head in module.classes:
+            return ClassRef(head, module.classes[head], module)
+        if head in module.imports and module.imports[head] != qualname:
+            return self.resolve_import(module.imports[head])
+        return ModuleRef(qualname)
+
+
+@functools.lru_cache(maxsize=20_000)
+def _text(expr: sp.Expr) -> str:
+    """`str(expr)`, memoised (sympy's printer is slow and the same values are named often)."""
+    return str(expr)
+
+
+def stem(expr: sp.Expr) -> str:
+    """The name an opaque value was made from (`t__12` -> `t`)."""
+    return _text(expr).split("__")[0]
