@@ -12,7 +12,7 @@ import sympy as sp
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.definitions import LazyClass, class_methods
 from kllint.analysis.module import ModuleInfo, dotted_name
-from kllint.analysis.symbolic import LP, LPD, OLD, REF
+from kllint.analysis.symbolic import LP, LPD, OLD, REF, symbols_of
 from kllint.analysis.values import (
     ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
 )
@@ -154,4 +154,10 @@ def _text(expr: sp.Expr) -> str:
 
 def stem(expr: sp.Expr) -> str:
     """The name an opaque value was made from (`t__12` -> `t`)."""
-    return _text(expr).split("__")[0]
+    if expr.is_Symbol:
+        return expr.name.split("__")[0]  # what printing it gives, without the printer
+    # a compound value (`2*t__3`, `t__3 + t__4`) is named after its symbol when it has one, and
+    # after nothing otherwise: printing it is slow (floats, large normalisers) and its text
+    # names no single value
+    symbols = [s for s in symbols_of(expr) if s.is_Symbol]
+    return symbols[0].name.split("__")[0] if len(symbols) == 1 else ""

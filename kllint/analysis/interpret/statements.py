@@ -12,7 +12,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
-from kllint.analysis.interpret.walk import assigned_names, used_names
+from kllint.analysis.interpret.walk import assigned_names, read_names, used_names
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
     Alts, ClassRef, Condition, ConfigValue, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
@@ -286,7 +286,9 @@ class Statements:
             iter_text = iter_source.lower()
             if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
                 epoch_loop = epoch_loop or iter_source
-        carried = [n for n in assigned if n in frame.env]
+        # only a name the body reads can carry a value around the loop (an accumulator)
+        read = read_names(body)
+        carried = [n for n in assigned if n in frame.env and n in read]
         placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", "loop", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
         accumulators: dict[str, Value] = {}

@@ -42,6 +42,44 @@ def used_names(node: cst.CSTNode) -> list[str]:
     return _cached("used", node, lambda: _collect_used(node))
 
 
+def read_names(statements: list[cst.CSTNode]) -> frozenset[str]:
+    """The names the statements read anywhere (nested definitions and lambdas included): every
+    name, except where it is only bound (`x = ...`, `for x in`, `with ... as x`, `except E as x`,
+    a comprehension's target); an augmented assignment reads its target. Memoised."""
+    return _cached("read", statements[0] if statements else None, lambda: _collect_read(statements))
+
+
+def _collect_read(statements: list[cst.CSTNode]) -> frozenset[str]:
+    bound: set[int] = set()
+    names: set[str] = set()
+    for statement in statements:
+        for node in _walk(statement):
+            if isinstance(node, cst.AssignTarget):
+                bound.update(_bare_targets(node.target))
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                bound.update(_bare_targets(node.target))
+            elif isinstance(node, (cst.AsName,)):
+                bound.update(_bare_targets(node.name))
+            elif isinstance(node, cst.AnnAssign):
+                bound.update(_bare_targets(node.target))
+            elif isinstance(node, cst.NamedExpr):
+                bound.update(_bare_targets(node.target))
+            elif isinstance(node, cst.Name) and id(node) not in bound:
+                names.add(node.value)
+    return frozenset(names)
+
+
+def _bare_targets(target: cst.CSTNode) -> list[int]:
+    """The ids of the Name nodes a target binds (not those it reads: `a` of `a[i] = ...`)."""
+    if isinstance(target, cst.Name):
+        return [id(target)]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [i for e in target.elements for i in _bare_targets(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bare_targets(target.value)
+    return []
+
+
 def _collect_used(node: cst.CSTNode) -> list[str]:
     """Names read in an expression: `a` of `a.b.c`, not `b` or `c`; lambdas are not entered."""
     names: list[str] = []
