@@ -177,3 +177,21 @@ def test_no_import_cycles() -> None:
 def test_the_analysis_does_not_import_the_rules() -> None:
     offending = analysis_imports_of_rules(import_graph())
     assert not offending, "the analysis observes, the rules judge:\n" + "\n".join(offending)
+
+
+def _private_imports(name: str, modules: dict[str, Path]) -> list[str]:
+    """`from kllint.x import _y` lines of module `name` (a private name of another module)."""
+    tree = ast.parse(modules[name].read_text(encoding="utf-8"), filename=str(modules[name]))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE):
+            found += [f"{name}:{node.lineno} imports {alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name with a leading underscore is private to its module: the layout says so (issue 15)."""
+    modules = module_names()
+    offenders = [line for name in sorted(modules) for line in _private_imports(name, modules)]
+    assert offenders == [], "\n".join(offenders)

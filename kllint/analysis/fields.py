@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from kllint.analysis.roles import sink_kind
-from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, _key, alternatives, join
+from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, identity_key, alternatives, join
 
 if TYPE_CHECKING:
     from kllint.analysis.algebra import Algebra
@@ -64,7 +64,7 @@ class FieldStore:
         if attr not in self.values and len(self.values) >= MAX_FIELDS:
             return
         if sink_kind(attr) is not None:
-            keys = {_key(option) for option in kept}
+            keys = {identity_key(option) for option in kept}
             if not keys <= self.sunk:
                 self.sunk.update(keys)
                 self.version += 1
@@ -88,7 +88,7 @@ class FieldStore:
         reward sink was judged where it was stored (`advantages = experience.advantages`)."""
         if self._reading:
             self._reading[-1].add(SUNK)
-        return _key(value) in self.sunk
+        return identity_key(value) in self.sunk
 
     # -- what a memoised call depends on ------------------------------------------------------
     def open(self) -> None:

@@ -250,7 +250,7 @@ def join(*values: Value) -> Value:
             if plain_seen:
                 continue
             plain_seen = True
-        key = _key(option)
+        key = identity_key(option)
         if key not in keys:
             keys.add(key)
             options.append(option)
@@ -321,7 +321,7 @@ def _opaque(expr: Any) -> bool:
     return found
 
 
-def _key(value: Value) -> object:
+def identity_key(value: Value) -> object:
     """A hashable identity for de-duplicating alternatives (sympy expressions hash structurally)."""
     if isinstance(value, Tensor):
         return ("tensor", value.expr, value.anchor)

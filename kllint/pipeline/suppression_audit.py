@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kllint.diagnostics import Diagnostic, Fix, Span
 from kllint.rules.registry import BY_CODE
-from kllint.pipeline.suppressions import _FILE_IGNORE, _IGNORE, _NOQA, comments, may_name_kllint
+from kllint.pipeline.suppressions import FILE_IGNORE, IGNORE, NOQA, comments, may_name_kllint
 
 UNUSED_CODE = "KL901"
 _TOKEN = re.compile(r"[^\s,]+")
@@ -50,7 +50,7 @@ def directives(text: str) -> list[Directive]:
     comment_lines = {number for number, _column, _comment, alone in found if alone}
     out: list[Directive] = []
     for number, column, comment, alone in found:
-        for kind, pattern in (("noqa", _NOQA), ("ignore", _IGNORE), ("file-ignore", _FILE_IGNORE)):
+        for kind, pattern in (("noqa", NOQA), ("ignore", IGNORE), ("file-ignore", FILE_IGNORE)):
             for match in pattern.finditer(comment):
                 base = column + match.start("codes")
                 codes = tuple((token.group(0).upper(), base + token.start(), base + token.end())

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from kllint.diagnostics import Diagnostic
 
 _CODE = r"[A-Z]+[0-9]+"
-_NOQA = re.compile(rf"#\s*noqa\s*:\s*(?P<codes>{_CODE}(?:(?:\s*,\s*|\s+){_CODE})*)", re.IGNORECASE)
+NOQA = re.compile(rf"#\s*noqa\s*:\s*(?P<codes>{_CODE}(?:(?:\s*,\s*|\s+){_CODE})*)", re.IGNORECASE)
 _BLANKET_NOQA = re.compile(r"#\s*noqa\b(?!\s*:)", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*kllint\s*:\s*ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
-_FILE_IGNORE = re.compile(r"#\s*kllint\s*:\s*file-ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
+IGNORE = re.compile(r"#\s*kllint\s*:\s*ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
+FILE_IGNORE = re.compile(r"#\s*kllint\s*:\s*file-ignore\[(?P<codes>[^\]]+)\]", re.IGNORECASE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # a text without this names no kllint code in a suppression (noqa codes of other tools never
 # match a KL code), so it needs no tokenizing: most files carry only `# noqa: E501`-like comments
@@ -82,11 +82,11 @@ class Suppressions:
         found = comments(text)
         comment_lines = {number for number, _column, _comment, alone in found if alone}
         for number, _column, comment, alone in found:
-            for match in _NOQA.finditer(comment):
+            for match in NOQA.finditer(comment):
                 result.by_line.setdefault(number, set()).update(_codes(match.group("codes")))
             if blanket_noqa and _BLANKET_NOQA.search(comment):
                 result.by_line.setdefault(number, set()).add(ALL_CODES)
-            for match in _IGNORE.finditer(comment):
+            for match in IGNORE.finditer(comment):
                 codes = _codes(match.group("codes"))
                 result.by_line.setdefault(number, set()).update(codes)
                 if alone:  # a comment line covers the next line (past further comment lines)
@@ -95,7 +95,7 @@ class Suppressions:
                         result.by_line.setdefault(target, set()).update(codes)
                         target += 1
                     result.by_line.setdefault(target, set()).update(codes)
-            for match in _FILE_IGNORE.finditer(comment):
+            for match in FILE_IGNORE.finditer(comment):
                 result.file_wide.update(_codes(match.group("codes")))
         return result
 
@@ -157,7 +157,7 @@ def add_noqa(text: str, diagnostics: list[Diagnostic]) -> tuple[str, int]:
         present: set[str] = set()
         noqa_at: tuple[int, re.Match[str]] | None = None
         for column, comment in existing.get(number, []):
-            for match in _NOQA.finditer(comment):
+            for match in NOQA.finditer(comment):
                 present |= _codes(match.group("codes"))
                 if noqa_at is None:
                     noqa_at = (column, match)

@@ -170,7 +170,9 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
     return Estimate(source, tuple(role_map), usage, granularity, tuple(setup), framework, tuple(aliases))
 
 
-def _role_names(term: KLTerm, ctx: "RuleContext") -> tuple[str | None, str | None, bool]:
+def role_names(term: KLTerm, ctx: "RuleContext") -> tuple[str | None, str | None, bool]:
+    """The names a rewrite of `term` uses for the policy's and the reference's log-probs, and
+    whether the code is JAX (None for a name the estimate does not show)."""
     estimate = estimate_for(term, ctx, "loss")
     if estimate is None:
         return None, None, False
@@ -179,7 +181,7 @@ def _role_names(term: KLTerm, ctx: "RuleContext") -> tuple[str | None, str | Non
     return policy, reference, estimate.framework == "jax"
 
 
-def _atom(text: str) -> str:
+def atom(text: str) -> str:
     """`text` as an operand of `.detach()` / `**`: parenthesized unless it already is an atom."""
     try:
         node = cst.parse_expression(text)
@@ -190,7 +192,7 @@ def _atom(text: str) -> str:
     return f"({text})"
 
 
-def _parenthesized(replacement: str, node: cst.CSTNode | None) -> str:
+def parenthesized(replacement: str, node: cst.CSTNode | None) -> str:
     """Parenthesize the replacement unless the replaced node's own parentheses stay around it
     (the span of a parenthesized expression excludes its parentheses)."""
     return replacement if getattr(node, "lpar", None) else f"({replacement})"
@@ -206,7 +208,7 @@ def _strip_minus(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 
 class _LogRatioFinder(cst.CSTVisitor):
-    """Collects the operands `_log_ratio_source` looks for, as written in `module`."""
+    """Collects the operands `log_ratio_source` looks for, as written in `module`."""
 
     def __init__(self, module: ModuleInfo) -> None:
         super().__init__()
@@ -238,7 +240,7 @@ class _LogRatioFinder(cst.CSTVisitor):
         return True
 
 
-def _log_ratio_source(node: cst.CSTNode, module: ModuleInfo) -> str | None:
+def log_ratio_source(node: cst.CSTNode, module: ModuleInfo) -> str | None:
     """The log-ratio an estimator expression is built on, as written: the argument of its
     `exp` / `abs` (`torch.exp(D)`, `D.exp()`, `jnp.abs(D)`), `log(r)` for `r - 1 - log(r)`, or
     the base of a square. None when no such operand is visible."""
@@ -255,7 +257,7 @@ def _is_detached(expr: cst.BaseExpression) -> bool:
     return name in ("detach", "stop_gradient")
 
 
-def _detached_weight(node: cst.CSTNode | None, module: ModuleInfo) -> str | None:
+def detached_weight(node: cst.CSTNode | None, module: ModuleInfo) -> str | None:
     """`w.detach()` in `estimate * w.detach()` (or `jax.lax.stop_gradient(w) * estimate`)."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         for side in (node.right, node.left):

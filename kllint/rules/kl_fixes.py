@@ -13,7 +13,7 @@ from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Fix
 from kllint.rules import rewrite
 from kllint.rules.fixes import (
-    _atom, _detached_weight, _log_ratio_source, _parenthesized, _role_names, estimate_for,
+    atom, detached_weight, log_ratio_source, parenthesized, role_names, estimate_for,
 )
 from kllint.rules.wording import framework_at
 
@@ -27,7 +27,7 @@ def stop_spelling(module: ModuleInfo, framework: Framework):
     `jax.lax.stop_gradient(x)` or `mx.stop_gradient(x)` under the names it imports them as;
     None when it imports no way to write it."""
     if framework is Framework.TORCH:
-        return lambda x: f"{_atom(x)}.detach()"
+        return lambda x: f"{atom(x)}.detach()"
     wanted = {Framework.JAX: (("jax", ".lax.stop_gradient"), ("jax.lax", ".stop_gradient"),
                               ("jax.lax.stop_gradient", "")),
               Framework.MLX: (("mlx.core", ".stop_gradient"), ("mlx.core.stop_gradient", ""))}[framework]
@@ -71,19 +71,19 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     display = Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
     if term.anchor.path != ctx.entry.display:
         return Fix("display-only", "rewrite the KL term in the helper where it is computed")
-    policy, reference, _ = _role_names(term, ctx)
+    policy, reference, _ = role_names(term, ctx)
     original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else None
     if term.per_token:
         log_ratio = f"{policy} - {reference}" if policy is not None and reference is not None else None
     else:
-        log_ratio = _log_ratio_source(term.anchor.node, ctx.entry) if term.anchor.node is not None else None
+        log_ratio = log_ratio_source(term.anchor.node, ctx.entry) if term.anchor.node is not None else None
         if term.estimator is not None and term.estimator.name == "k1":
             log_ratio = original
     stop = stop_spelling(ctx.entry, framework_at(term.anchor))
     if log_ratio is None or original is None or stop is None or "\n" in original or "\n" in log_ratio:
         return display
-    surrogate = f"0.5 * {_atom(log_ratio)} ** 2"
-    weight = _detached_weight(term.anchor.node, ctx.entry)
+    surrogate = f"0.5 * {atom(log_ratio)} ** 2"
+    weight = detached_weight(term.anchor.node, ctx.entry)
     if weight is not None:  # off-policy: keep the detached importance weight on the surrogate
         surrogate = f"{surrogate} * {weight}"
     statement = rewrite.statement_at(ctx.entry, term.anchor.span)
@@ -91,7 +91,7 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
         return display
     taken = rewrite.names_in_scope(ctx.entry, statement)
     bindings: list[tuple[str, str]] = []
-    square = f"0.5 * {_atom(log_ratio)} ** 2"
+    square = f"0.5 * {atom(log_ratio)} ** 2"
     named = _named_log_ratio(term, ctx, policy, reference) if term.per_token else None
     if named is not None:  # `log_ratio = logp - ref` is there already: k2 is written with it
         surrogate = surrogate.replace(square, f"0.5 * {named} ** 2")
@@ -132,13 +132,13 @@ def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
     """
     if term.anchor.path != ctx.entry.display:
         return Fix("display-only", "use k1 in the helper where the reward KL is computed")
-    policy, reference, _ = _role_names(term, ctx)
+    policy, reference, _ = role_names(term, ctx)
     name = term.estimator.name if term.estimator is not None else None
     original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else ""
     partial = name == "k2" and not any(half in original.replace(" ", "") for half in ("0.5", "/2", ".5*"))
     if policy is None or reference is None or name == "analytic" or partial:
         return Fix("display-only", "use k1 (logp - ref_logp) as the KL reward")
-    replacement = _parenthesized(f"{policy} - {reference}", term.anchor.node)
+    replacement = parenthesized(f"{policy} - {reference}", term.anchor.node)
     description = "use the unbiased k1 estimator in the reward"
     statement = rewrite.statement_at(ctx.entry, term.anchor.span)
     if statement is not None and (rewrite.stale(statement.comment) or any(
