@@ -41,6 +41,9 @@ def _matches(code: str, selectors: set[str]) -> bool:
 def may_name_kllint(text: str) -> bool:
     """Whether `text` may hold a suppression of a kllint code (a `# noqa:` naming a KL code or
     a `# kllint:` directive); False is certain, True needs the tokenizer."""
+    lowered = text.lower()  # two substring searches are far faster than a case-blind regex
+    if "noqa" not in lowered and "kllint" not in lowered:
+        return False
     return _MAY_NAME_KLLINT.search(text) is not None
 
 
