@@ -116,7 +116,7 @@ class Algebra:
         if symbol is None:
             symbol = self.table.fresh("K", "kl_term", real=True)
             self._wrapped[key] = symbol
-            per_token = bool(t.expr.free_symbols & ROLE_SYMBOLS)
+            per_token = bool(symbols_of(t.expr) & ROLE_SYMBOLS)
             self.kterms[symbol] = KLTerm(symbol, t.expr, match, t.anchor, t.trace, t.call_sites, per_token=per_token,
                                          assumed=t.assumed, reduced=t.reduced)
         else:
@@ -129,7 +129,7 @@ class Algebra:
     def _surrogate(self, expr: sp.Expr) -> EstimatorMatch | None:
         """A score-function surrogate of the KL (`logp * stopgrad(reward-to-go of d)`): not a KL
         value, but its gradient coefficient is the log-ratio (per token or credited)."""
-        if LP not in expr.free_symbols and not any(LP in self.table.role_symbols(r.inner) for r in self.table.reductions_in(expr)):
+        if LP not in symbols_of(expr) and not any(LP in self.table.role_symbols(r.inner) for r in self.table.reductions_in(expr)):
             return None
         coefficient = classify_coefficient(expr, self.table)
         if coefficient.kind in ("reverse", "sequence"):
@@ -169,7 +169,7 @@ class Algebra:
         if not self.live(expr):
             return expr
         mapping: dict[sp.Symbol, sp.Expr] = {}
-        for symbol in expr.free_symbols:
+        for symbol in symbols_of(expr):
             if symbol == LP:
                 mapping[symbol] = LPD
             elif symbol in self.table.reductions and self.live(self.table.reductions[symbol].inner):

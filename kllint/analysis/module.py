@@ -59,6 +59,7 @@ class ModuleInfo:
         self.constants = LazyConstants(self)
         self._parsed: dict[Site, cst.CSTNode | None] = {}
         self._site_of: dict[int, Site] = {}
+        self._generated: dict[int, tuple[cst.CSTNode, str]] = {}  # node id -> (node, its code), for `source`
         self._snippets: list[tuple[cst.Module, int]] = []
         self._snippet_of: dict[int, int] = {}  # id of a parsed definition -> its snippet
         self._positioned: set[int] = set()
@@ -194,7 +195,10 @@ class ModuleInfo:
         site = self._site_of.get(id(node))
         if site is not None and self._parsed.get(site) is node:
             return self.text_of(site)
-        return _EMPTY_MODULE.code_for_node(node)
+        known = self._generated.get(id(node))
+        if known is None or known[0] is not node:  # the entry keeps the node alive: its id stays its own
+            known = self._generated[id(node)] = (node, _EMPTY_MODULE.code_for_node(node))
+        return known[1]
 
     def _definition_sites(self) -> list[tuple[Site, ast.stmt, Site]]:
         """Every function definition of the module (nested ones too) with its site and the site

@@ -13,6 +13,7 @@ from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.interpret.walk import assigned_names, read_names, used_names
+from kllint.analysis.symbolic import symbols_of
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
     Alts, ClassRef, Condition, ConfigValue, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
@@ -299,7 +300,7 @@ class Statements:
             self.exec_block(body, probe)
         for name, placeholder in placeholders.items():
             grown = [option for option in alternatives(probe.env.get(name))
-                     if isinstance(option, Tensor) and placeholder.expr in option.expr.free_symbols]
+                     if isinstance(option, Tensor) and placeholder.expr in symbols_of(option.expr)]
             if grown:
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
