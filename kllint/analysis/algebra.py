@@ -4,6 +4,7 @@ it meets anything else (a coefficient, an advantage, another loss term).
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Callable
 
@@ -20,6 +21,14 @@ OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": opera
 MAX_TRACE = 6
 COMPRESS_OPS = 40
 _UNKNOWN = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sympy_number(kind: type, value: float) -> sp.Expr:
+    """The sympy number of a Python literal, memoised by type and value (a float becomes a sympy
+    Float through mpmath, slow for the same constants met again and again); integral floats
+    become Integers."""
+    return sp.Integer(int(value)) if issubclass(kind, float) and float(value).is_integer() else sp.Number(value)
 
 
 class Algebra:
@@ -40,7 +49,7 @@ class Algebra:
         return Tensor(self.table.fresh(name or "t", positive=positive) if positive else self.table.fresh(name or "t", real=True))
 
     def number(self, value: float) -> Tensor:
-        return Tensor(sp.Integer(int(value)) if isinstance(value, float) and float(value).is_integer() else sp.Number(value))
+        return Tensor(_sympy_number(type(value), value))
 
     # -- classification helpers -------------------------------------------------------------
     def is_kl_candidate(self, t: Tensor) -> bool:
