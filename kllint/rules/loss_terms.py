@@ -47,6 +47,10 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
                   (p.linear or term.estimator.name == "reference-ratio")]
         if not places:
             continue
+        if any(not p.coefficient_of_live and p not in places for p in all_places):
+            # it also enters nonlinearly (`f(kl) - kl`, an unknown `f`): the loss's gradient
+            # through it is not its own coefficient, so no estimate rule can judge it
+            continue
         rest = algebra.table.expand_reductions(expr.subs(symbol, 0)) if expr.has(symbol) else expr
         rest_roles = algebra.table.role_symbols(rest)
         for other in algebra.kl_symbols(rest):
