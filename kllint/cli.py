@@ -77,7 +77,7 @@ def cli() -> None:
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit 0.")
 @click.option("--show-settings", is_flag=True,
               help="Print the settings that apply to the first file found (or the current folder), then exit 0.")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output-file", type=click.Path(), default=None,
               help="Write the output (the chosen format, --statistics or --diff) to this file instead of stdout.")
 @click.option("--exclude", multiple=True, metavar="PATTERN",
               help="Exclude these gitignore-style patterns (comma-separated; replaces `exclude` of the configuration).")

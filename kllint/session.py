@@ -197,12 +197,13 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         if stdout is None or getattr(stdout, "closed", False):
             raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
         return _run_check(options, stdout, err or stderr_console(), is_terminal)
-    try:
-        handle = open(options.output_file, "w", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise UsageError(f"--output-file {options.output_file}: cannot write: {exc.strerror or exc}") from None
-    with handle:
-        return _run_check(options, handle, err or stderr_console(), is_terminal)
+    from kllint.outfiles import OutputFileError, open_output
+
+    try:  # as the reports and the baseline: a missing folder is created, the file replaced atomically
+        with open_output(options.output_file, "--output-file") as handle:
+            return _run_check(options, handle, err or stderr_console(), is_terminal)
+    except OutputFileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
@@ -334,12 +335,13 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
             _write_stdout(fmt, diagnostics, context, stdout)
     except (OSError, ValueError) as exc:  # a closed pipe or stream
         raise UsageError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+    from kllint.outfiles import OutputFileError, write_output
+
     for report_fmt, path in reports:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(report_fmt, diagnostics, context), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
+            write_output(path, render(report_fmt, diagnostics, context), "--report")
+        except OutputFileError as exc:
+            raise UsageError(str(exc)) from None
 
     if options.show_fixes:
         _say_lines(err, views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix))
