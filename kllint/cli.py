@@ -12,6 +12,7 @@ from rich.console import Console
 from kllint import __version__
 from kllint.config import OUTPUT_FORMATS
 from kllint.exit import fast_exit
+from kllint.report.visible import visible
 from kllint.rules.registry import BY_CODE, RULES, rule_page
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -23,7 +24,8 @@ def _stderr() -> Console:
 
 def _fail(message: str) -> NoReturn:
     try:
-        _stderr().print(f"kllint: error: {message}", markup=False, highlight=False, soft_wrap=True)
+        _stderr().print(visible(f"kllint: error: {message}", newlines=True), markup=False, highlight=False,
+                        soft_wrap=True)
     except (OSError, ValueError, AttributeError):  # stderr closed
         pass
     sys.exit(EXIT_ERROR)
@@ -246,6 +248,7 @@ def _stderr_line(line: str) -> None:
         stream = sys.stderr
         if stream is None:
             return
+        line = visible(line, newlines=True)
         stream.write(line.encode(getattr(stream, "encoding", None) or "utf-8", "backslashreplace")
                      .decode(getattr(stream, "encoding", None) or "utf-8", "replace") + "\n")
         stream.flush()

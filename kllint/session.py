@@ -176,7 +176,10 @@ def _plural(count: int, word: str) -> str:
 
 
 def _say(err: Console, message: str) -> None:
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    from kllint.report.visible import visible
+
+    # notes and errors quote paths and code of the checked files: their control characters escaped
+    err.print(visible(message, newlines=True), markup=False, highlight=False, soft_wrap=True)
 
 
 def _say_lines(err: Console, lines: list[str]) -> None:
@@ -235,7 +238,10 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     files, buffers = _discover(options, resolver, discovery_notes)  # buffers: stdin's text, fixed by --fix
     if options.show_files or options.show_settings:
         try:
-            stdout.write(views.show_files(files) if options.show_files else views.show_settings(resolver, files))
+            from kllint.report.visible import visible
+
+            shown = views.show_files(files) if options.show_files else views.show_settings(resolver, files)
+            stdout.write(visible(shown, newlines=True))  # paths and patterns: control characters escaped
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         return EXIT_CLEAN
