@@ -149,7 +149,7 @@ def write(path: Path, diagnostics: list[Diagnostic], cwd: Path | None = None) ->
     Raises:
         BaselineError: the file cannot be written.
     """
-    from kllint.fix import FixError, write_atomic
+    from kllint.outfiles import OutputFileError, write_output
 
     cwd = cwd or Path.cwd()
     base = (path if path.is_absolute() else cwd / path).parent
@@ -160,12 +160,8 @@ def write(path: Path, diagnostics: list[Diagnostic], cwd: Path | None = None) ->
     ]
     entries.sort(key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]))
     text = json.dumps({"kllint-baseline": FORMAT_VERSION, "findings": entries}, indent=2) + "\n"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            write_atomic(path, text)
-        else:
-            path.write_text(text, encoding="utf-8")
-    except (OSError, FixError) as exc:
-        raise BaselineError(f"{path}: cannot write baseline: {exc}") from None
+    try:  # as --output-file and --report: a missing folder is created, the file replaced atomically
+        write_output(path, text, "--write-baseline")
+    except OutputFileError as exc:
+        raise BaselineError(str(exc)) from None
     return len(entries)

@@ -12,6 +12,7 @@ from rich.console import Console
 from kllint import __version__
 from kllint.config import OUTPUT_FORMATS
 from kllint.exit import fast_exit
+from kllint.report.visible import visible
 from kllint.rules.registry import BY_CODE, RULES, rule_page
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -23,7 +24,8 @@ def _stderr() -> Console:
 
 def _fail(message: str) -> NoReturn:
     try:
-        _stderr().print(f"kllint: error: {message}", markup=False, highlight=False, soft_wrap=True)
+        _stderr().print(visible(f"kllint: error: {message}", newlines=True), markup=False, highlight=False,
+                        soft_wrap=True)
     except (OSError, ValueError, AttributeError):  # stderr closed
         pass
     sys.exit(EXIT_ERROR)
@@ -77,7 +79,7 @@ def cli() -> None:
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit 0.")
 @click.option("--show-settings", is_flag=True,
               help="Print the settings that apply to the first file found (or the current folder), then exit 0.")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output-file", type=click.Path(), default=None,
               help="Write the output (the chosen format, --statistics or --diff) to this file instead of stdout.")
 @click.option("--exclude", multiple=True, metavar="PATTERN",
               help="Exclude these gitignore-style patterns (comma-separated; replaces `exclude` of the configuration).")
@@ -246,6 +248,7 @@ def _stderr_line(line: str) -> None:
         stream = sys.stderr
         if stream is None:
             return
+        line = visible(line, newlines=True)
         stream.write(line.encode(getattr(stream, "encoding", None) or "utf-8", "backslashreplace")
                      .decode(getattr(stream, "encoding", None) or "utf-8", "replace") + "\n")
         stream.flush()

@@ -75,6 +75,7 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
     from kllint.notebook import NotebookError, is_notebook
     from kllint.notebook.fix import fix_notebook, notebook_diff
     from kllint.report.locations import location
+    from kllint.report.visible import visible
 
     fixable = {d.path for d in result.diagnostics if is_applicable(d, unsafe)}
     fixed, changed = 0, False
@@ -105,7 +106,9 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
                 _replace_file(result, display, outcome.remaining)  # the fresh findings, not the cache's
             continue
         if diff:
-            stdout.write((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text))
+            # for people (a terminal, a CI log): control characters of the file's lines shown as escapes
+            stdout.write(visible((notebook_diff if notebook else unified_diff)(display, outcome.original, outcome.text),
+                                 newlines=True))
         elif item.content is not None:
             if buffers is not None:
                 buffers[display] = outcome.text

@@ -176,7 +176,10 @@ def _plural(count: int, word: str) -> str:
 
 
 def _say(err: Console, message: str) -> None:
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    from kllint.report.visible import visible
+
+    # notes and errors quote paths and code of the checked files: their control characters escaped
+    err.print(visible(message, newlines=True), markup=False, highlight=False, soft_wrap=True)
 
 
 def _say_lines(err: Console, lines: list[str]) -> None:
@@ -197,12 +200,13 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         if stdout is None or getattr(stdout, "closed", False):
             raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
         return _run_check(options, stdout, err or stderr_console(), is_terminal)
-    try:
-        handle = open(options.output_file, "w", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise UsageError(f"--output-file {options.output_file}: cannot write: {exc.strerror or exc}") from None
-    with handle:
-        return _run_check(options, handle, err or stderr_console(), is_terminal)
+    from kllint.outfiles import OutputFileError, open_output
+
+    try:  # as the reports and the baseline: a missing folder is created, the file replaced atomically
+        with open_output(options.output_file, "--output-file") as handle:
+            return _run_check(options, handle, err or stderr_console(), is_terminal)
+    except OutputFileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
@@ -234,7 +238,10 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     files, buffers = _discover(options, resolver, discovery_notes)  # buffers: stdin's text, fixed by --fix
     if options.show_files or options.show_settings:
         try:
-            stdout.write(views.show_files(files) if options.show_files else views.show_settings(resolver, files))
+            from kllint.report.visible import visible
+
+            shown = views.show_files(files) if options.show_files else views.show_settings(resolver, files)
+            stdout.write(visible(shown, newlines=True))  # paths and patterns: control characters escaped
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         return EXIT_CLEAN
@@ -334,12 +341,13 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
             _write_stdout(fmt, diagnostics, context, stdout)
     except (OSError, ValueError) as exc:  # a closed pipe or stream
         raise UsageError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+    from kllint.outfiles import OutputFileError, write_output
+
     for report_fmt, path in reports:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(report_fmt, diagnostics, context), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write report: {exc.strerror or exc}") from None
+            write_output(path, render(report_fmt, diagnostics, context), "--report")
+        except OutputFileError as exc:
+            raise UsageError(str(exc)) from None
 
     if options.show_fixes:
         _say_lines(err, views.fix_lines(fixed_list if options.fix else fixable, applied=options.fix))

@@ -102,10 +102,11 @@ def fix_lines(diagnostics: list[Diagnostic], applied: bool) -> list[str]:
         return []
     from kllint.report.locations import location
     from kllint.report.paths import escape_path
+    from kllint.report.visible import visible
 
     head = "Fixed:" if applied else "Fixable with --fix:"
-    return [head] + [f"  {location(escape_path(d.path), d.span.line, d.span.column, d.cell)}: {d.code} [{d.name}] "
-                     f"{d.fix.description if d.fix else ''}".rstrip() for d in diagnostics]
+    return [head] + [visible(f"  {location(escape_path(d.path), d.span.line, d.span.column, d.cell)}: {d.code} "
+                             f"[{d.name}] {d.fix.description if d.fix else ''}".rstrip()) for d in diagnostics]
 
 
 def unsafe_hint(diagnostics: list[Diagnostic], unsafe_fixes: bool, diff: bool = False) -> list[str]:

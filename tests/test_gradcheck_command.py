@@ -88,7 +88,8 @@ def test_opaque_names_are_noted_on_stderr():
     (("--expr", "(logp - ref).sum()"), "keep the batch axis"),
     (("--expr", "logp - ref", "--vocab", "10", "--horizon", "6"), "exceeds the limit"),
     (("--expr", "undefined(logp)"), "calls 'undefined'"),
-    (("--expr", "logp.no_such_method()"), "evaluating the term failed: AttributeError"),
+    (("--expr", "logp.exp(1, 2, 3)"), "evaluating the term failed: TypeError"),
+    (("--expr", "logp.no_such_method()"), "`.no_such_method` is not allowed"),
     (("--expr", "logp", "--arg", "x=policy"), "--arg, --kwargs and --path"),
     (("no_such_module_kllint:fn",), "cannot import"),
 ])

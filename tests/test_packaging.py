@@ -1,5 +1,5 @@
 """The install story: the built wheel works in a fresh virtual environment, and the torch extra
-never replaces a user's torch (the exact CPU pin lives only in CI and the README's test command).
+never replaces a user's torch (the exact torch pin lives only in CI and the README's test command).
 
 The wheel test builds with `python -m build --no-isolation` (hatchling and build come with the
 `dev` extra), creates a venv with `--system-site-packages` (so the dependencies are already
@@ -43,6 +43,22 @@ def test_ci_and_readme_pin_the_cpu_torch_explicitly():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert README_TEST_COMMAND in readme
     assert README_TEST_COMMAND in ci, "CI must run exactly the README's test command"
+
+
+def _setup_section() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme.split("\n## ", 1)[0]
+
+
+def test_readme_has_two_setup_commands_and_no_cpu_promise_for_the_plain_pin():
+    """`pip install torch==2.13.0` from PyPI is the CUDA build on Linux x86_64; only a machine
+    whose pip finds a CPU-only wheel (a local index, as on CI) gets that one."""
+    section = _setup_section()
+    assert len(re.findall(r"^```sh$", section, flags=re.M)) == 2
+    assert README_TEST_COMMAND in section
+    prose = " ".join(re.sub(r"```sh\n.*?```", "", section, flags=re.S).split())
+    assert not re.search(r"installs the CPU build|CPU build of torch", prose), prose
+    assert "CUDA build" in prose and "+cpu" in prose
 
 
 def test_dev_extra_can_build_the_wheel():

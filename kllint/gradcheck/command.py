@@ -20,7 +20,10 @@ Two ways to name the term:
 Expressions see `logp` (live policy log-probs), `ref`, `old` (rollout policy), `mask`, and
 `logp_all` / `ref_all` (full-vocabulary log-probs [batch, tokens, vocab]); rename them with
 --policy, --ref, --old, --mask, --policy-dist, --ref-dist. Other free names are bound to
-ones (a note on stderr lists them). Per token (default) the names are [batch, tokens] tensors whose rows are every
+ones (a note on stderr lists them). An expression (and --setup) is arithmetic only:
+names, numbers, operators, the math functions of torch / jax (`torch.exp`, `F.kl_div`,
+`jnp.exp`, `jax.lax.stop_gradient`), tensor methods such as `.exp()`, `.detach()`,
+`.sum(-1)`, `.clamp(...)`, and `abs` / `min` / `max`; anything else is refused. Per token (default) the names are [batch, tokens] tensors whose rows are every
 possible response, and the value is summed over tokens; with --sequence they are the
 per-response sums [batch]. The expected gradient is compared with the true gradients of
 KL(pi||ref) (reverse) and KL(ref||pi) (forward); see Tang & Munos 2025, arXiv:2506.09477.
@@ -60,7 +63,8 @@ def _literal(text: str) -> Any:
 
 @click.command(name="gradcheck", help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", required=False, metavar="[MODULE:FUNCTION]")
-@click.option("--expr", "expression", help="Python expression of the KL term (torch or jax).")
+@click.option("--expr", "expression",
+              help="The KL term: arithmetic over the log-prob names with torch / jax math functions.")
 @click.option("--setup", multiple=True, help="Statement run before the expression (repeatable), e.g. 'd = logp - ref'.")
 @click.option("--policy", "policy_name", default="logp", show_default=True, help="Name of the live policy log-probs.")
 @click.option("--ref", "ref_name", default="ref", show_default=True, help="Name of the reference log-probs.")
@@ -125,6 +129,10 @@ def gradcheck(target: str | None, expression: str | None, setup: tuple[str, ...]
             raise GradcheckError(str(exc)) from exc
         results = []
         if expression is not None:
+            from kllint.gradcheck.allowed import check_allowed, restricted_builtins
+
+            check_allowed(expression, setup)  # arithmetic only: nothing else is ever evaluated
+            options["modules"] = restricted_builtins()
             names = {policy_name: "policy", ref_name: "reference", old_name: "old", mask_name: "mask",
                      policy_dist_name: "policy_dist", ref_dist_name: "reference_dist"}
             for problem in problems:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kllint.diagnostics import Diagnostic
 from kllint.report.locations import location
+from kllint.report.visible import visible
 
 
 def fixable_marker(diagnostic: Diagnostic, unsafe: bool = False) -> str:
@@ -22,8 +23,8 @@ def confirmation(diagnostic: Diagnostic) -> str:
 def render(diagnostics: list[Diagnostic], unsafe: bool = False) -> str:
     """One line per finding (`path:cell N:line:col:` in a notebook); `unsafe` marks unsafe fixes
     as fixable too."""
-    return "".join(
-        f"{location(d.path, d.span.line, d.span.column, d.cell)}: {d.code} {fixable_marker(d, unsafe)}"
-        f"{d.message}{confirmation(d)}\n"
+    return "".join(  # one line each: a newline or a control character quoted from the file is escaped
+        visible(f"{location(d.path, d.span.line, d.span.column, d.cell)}: {d.code} {fixable_marker(d, unsafe)}"
+                f"{d.message}{confirmation(d)}") + "\n"
         for d in diagnostics
     )

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from kllint.diagnostics import Diagnostic
 from kllint.report.locations import file_region, relative_to_root, source_root
+from kllint.report.visible import visible
 
 
 def escape_data(text: str) -> str:
-    """Escape a workflow-command message."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow-command message (control characters and bidi overrides quoted from a
+    checked file are shown as `\\x1b`-style escapes: the command is printed in the CI log)."""
+    return visible(text, newlines=True).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:

@@ -190,4 +190,8 @@ def build(diagnostics: list[Diagnostic], selected: Iterable[str] | None = None, 
 def render(diagnostics: list[Diagnostic], selected: Iterable[str] | None = None, root: Path | None = None,
            cwd: Path | None = None, notifications: Iterable[str] = ()) -> str:
     """The SARIF log as indented JSON text (see `build`)."""
-    return json.dumps(build(diagnostics, selected, root, cwd, notifications), indent=2, ensure_ascii=False) + "\n"
+    from kllint.report.visible import json_escaped
+
+    # the same JSON value; C1 and bidi controls as \u escapes, so the file is safe to print
+    return json_escaped(json.dumps(build(diagnostics, selected, root, cwd, notifications), indent=2,
+                                   ensure_ascii=False)) + "\n"

@@ -5,8 +5,13 @@ never wrapped: on a terminal, a line wider than the console is cropped, and shif
 the finding starts past the visible part, so the carets always stay under the code they mark.
 A soft-wrapping console (files and pipes) gets whole lines, up to `MAX_FRAME_COLUMNS` (a longer
 line is cropped around the span in the same way). Frames read regular files only, of bounded size.
+Text from the checked file (its lines, paths, and what messages, notes, help and fixes quote)
+is printed through `kllint.report.visible.visible`: control characters and bidi overrides are
+shown as escapes, never sent to the terminal.
 """
 from __future__ import annotations
+
+import re
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -14,8 +19,10 @@ from rich.text import Text
 
 from kllint.diagnostics import Diagnostic
 from kllint.report.locations import location
+from kllint.report.visible import visible
 
 ELLIPSIS = "…"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python splits source lines
 
 
 MAX_FRAME_FILE_BYTES = 20 * 1024 * 1024
@@ -38,13 +45,18 @@ def _file_text(path: str, sources: dict[str, str] | None) -> str:
         return ""
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of `text` as Python counts them (a form feed or U+2028 does not end a line)."""
+    return _LINE_BREAK.split(text.removesuffix("\r\n").removesuffix("\n").removesuffix("\r")) if text else []
+
+
 def _source_lines(path: str, cache: dict, sources: dict[str, str] | None = None, cell: int | None = None) -> list[str]:
     """The lines of the file (of the notebook cell `cell`) the diagnostic points into."""
     key = (path, cell)
     if key not in cache:
         text = _file_text(path, sources)
         if cell is None:
-            cache[key] = text.splitlines()
+            cache[key] = _lines(text)
         else:
             from kllint.notebook import Notebook, NotebookError
 
@@ -53,7 +65,7 @@ def _source_lines(path: str, cache: dict, sources: dict[str, str] | None = None,
             except NotebookError:
                 notebook = None
             code = notebook.cell(cell) if notebook is not None else None
-            cache[key] = "".join(code.lines).splitlines() if code is not None else []
+            cache[key] = _lines("".join(code.lines)) if code is not None else []
     return cache[key]
 
 
@@ -81,16 +93,16 @@ def _frame(d: Diagnostic, lines: list[str], console: Console) -> None:
     gutter = len(str(d.span.end_line)) + 1
     # a soft-wrapping console (a file or a pipe) keeps whole lines: nothing wraps there anyway
     room = MAX_FRAME_COLUMNS if console.soft_wrap else min(max(console.width - gutter - 3, 20), MAX_FRAME_COLUMNS)
-    first = lines[d.span.line - 1]
+    first = lines[d.span.line - 1]  # control characters are shown escaped: columns count as shown
     end = d.span.end_column if d.span.end_line == d.span.line else len(first) + 1
     # columns count characters; tabs and wide characters are laid out as displayed
-    before = cell_len(first[: d.span.column - 1].expandtabs(4))
-    width = cell_len(first[d.span.column - 1: end - 1].expandtabs(4))
+    before = cell_len(visible(first[: d.span.column - 1]).expandtabs(4))
+    width = cell_len(visible(first[d.span.column - 1: end - 1]).expandtabs(4))
     shift = frame_shift(before, width, room)
     for number in range(d.span.line, min(d.span.end_line, d.span.line + 4) + 1):
         if number > len(lines):
             break
-        shown = lines[number - 1].expandtabs(4)
+        shown = visible(lines[number - 1]).expandtabs(4)
         if shift:
             shown = ELLIPSIS + _drop_cells(shown, shift + 1)
         code = Text(shown)
@@ -115,28 +127,29 @@ def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, s
     cache: dict[tuple[str, int | None], list[str]] = {}
     for d in diagnostics:
         header = Text()
-        header.append(f"{location(d.path, d.span.line, d.span.column, d.cell)}: ", style="bold")
+        header.append(f"{visible(location(d.path, d.span.line, d.span.column, d.cell))}: ", style="bold")
         header.append(f"{d.code} ", style="bold red" if d.severity == "error" else "bold yellow")
         header.append(f"[{d.name}] ", style="dim")
         marker = fixable_marker(d, unsafe)
         if marker:
             header.append(marker, style="bold green")
-        header.append(d.message)
+        header.append(visible(d.message, newlines=True))
         console.print(header)
         _frame(d, _source_lines(d.path, cache, sources, d.cell), console)
         for index, step in enumerate(d.trace, 1):
-            console.print(Text(f"  {index}. {location(step.path, step.line, step.column, step.cell)}: {step.note}",
-                               style="dim"))
+            where = location(step.path, step.line, step.column, step.cell)
+            console.print(Text(visible(f"  {index}. {where}: {step.note}", newlines=True), style="dim"))
         if d.help:
-            console.print(Text("  help: ", style="bold cyan") + Text(d.help))
+            console.print(Text("  help: ", style="bold cyan") + Text(visible(d.help, newlines=True)))
         if d.fix is not None and d.fix.replacement and d.fix.span is not None and d.fix.content is not None:
             _region_fix(d, console)
         elif d.fix is not None and d.fix.replacement:
-            console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(d.fix.replacement))
+            console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green")
+                          + Text(visible(d.fix.replacement, newlines=True)))
         if d.confirmed:
             label, text = confirmation_line(d.confirmed)
             style = {"confirmed": "bold magenta", "contradicted": "bold red"}.get(label, "bold yellow")
-            console.print(Text(f"  {label}: ", style=style) + Text(text))
+            console.print(Text(f"  {label}: ", style=style) + Text(visible(text, newlines=True)))
         console.print()
 
 
@@ -147,5 +160,5 @@ def _region_fix(d: Diagnostic, console: Console) -> None:
     span = d.fix.span
     lines = f"line {span.line} becomes" if span.end_line == span.line else f"lines {span.line}-{span.end_line} become"
     console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(lines))
-    for line in textwrap.dedent(d.fix.content).splitlines():
-        console.print(Text(f"    | {line}"))
+    for line in _lines(textwrap.dedent(d.fix.content)):
+        console.print(Text(f"    | {visible(line)}"))
