@@ -28,13 +28,13 @@ GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRA
 GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
 
 
-def _differentiated_argument(call: ast.Call, transform: str) -> ast.expr | None:
+def _differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
     """The argument of a call of a grad-like transform that names the function differentiated:
-    positional (the second for `mlx.nn.value_and_grad(model, fn)`) or by its keyword, `fun` for
-    jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
+    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
+    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
     position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
     leading = call.args[:position + 1]
-    if len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
+    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
         return call.args[position]
     keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
     return next((item.value for item in call.keywords if item.arg == keyword), None)
@@ -148,9 +148,9 @@ class EntryPoints:
         """Names of the functions this module hands to `jax.grad`-like transforms, read from its
         `ast` outline (never from strings or comments): the function argument of a call of one
         (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
-        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`) and the
-        definitions one decorates (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`,
-        `@eqx.filter_value_and_grad(has_aux=True)`)."""
+        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
+        `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
+        (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
         targets: set[str] = set()
         for node in ast.walk(self.entry.outline):
             if isinstance(node, ast.Call):
@@ -158,13 +158,26 @@ class EntryPoints:
                 target = _differentiated(node, transform) if transform is not None else None
                 if target is not None:
                     targets.add(target)
-            elif isinstance(node, FUNCTION_DEFS) and any(map(self._is_grad_decorator, node.decorator_list)):
-                targets.add(node.name)
+            elif isinstance(node, FUNCTION_DEFS):
+                transforms = [self._grad_transform(decorator) for decorator in node.decorator_list]
+                if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
+                    targets.add(node.name)
         return targets
 
     def _grad_transform(self, func: ast.expr) -> str | None:
-        """The qualified name of the grad-like transform `func` names through the imports, else
-        None; `jax.`, `nnx.` or `eqx.` followed by a transform's name counts unresolved."""
+        """The qualified name of the grad-like transform that `func` is, still awaiting the
+        function to differentiate, else None: a transform named through the imports (`jax.`,
+        `nnx.` or `eqx.` followed by a transform's name counts unresolved), the transform called
+        without its function (`eqx.filter_value_and_grad(has_aux=True)`) or given to
+        `functools.partial` without it (`partial(jax.value_and_grad, has_aux=True)`)."""
+        if isinstance(func, ast.Call):
+            partial = self.qualify(dotted(func.func) or "", self.entry) == "functools.partial"
+            inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
+            transform = self._grad_transform(inner) if not rest else None
+            if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
+                    or _differentiated_argument(func, transform, keyword_only=True) is not None):
+                return None
+            return transform
         name = dotted(func)
         if name is None:
             return None
@@ -173,19 +186,6 @@ class EntryPoints:
         if qualified in fw.GRAD_TRANSFORMS or (last in GRAD_NAMES and head.split(".")[0] in GRAD_ALIAS_ROOTS):
             return qualified
         return None
-
-    def _is_grad_decorator(self, decorator: ast.expr) -> bool:
-        """Whether a decorator makes the function it decorates the one differentiated."""
-        func, call = decorator, None
-        if isinstance(decorator, ast.Call) and self.qualify(dotted(decorator.func) or "", self.entry) == "functools.partial":
-            func = decorator.args[0] if decorator.args else decorator.func  # `@partial(jax.grad, ...)`
-        elif isinstance(decorator, ast.Call):
-            func, call = decorator.func, decorator
-        transform = self._grad_transform(func)
-        if transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL:
-            return False
-        # a call of the transform itself decorates only without its function argument
-        return call is None or _differentiated_argument(call, transform) is None
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
                   no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
