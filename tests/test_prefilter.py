@@ -92,11 +92,8 @@ def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_pat
     index = ProjectIndex()
     module = index.module_for_file(path.read_text(), path, "step.py")
     interpreter = Interpreter(module, index)
-    trainer = module.classes["Trainer"]
-    names = {("", name): module.functions.identifiers(name) for name in module.functions}
-    names.update({("Trainer", name): trainer.method_identifiers(name) for name in trainer.method_names})
-    calls = {key: (module.functions.calls(key[1]) if not key[0] else trainer.method_calls(key[1])) for key in names}
-    assert interpreter._entry_points(names, calls) == [("", "penalty"), ("", "training_step"), ("Trainer", "step")]
+    assert interpreter._entry_points(*interpreter._definitions()) == [
+        ("", "penalty"), ("", "training_step"), ("Trainer", "step")]
 
 
 def test_the_sink_in_a_caller_without_kl_words_is_found(tmp_path):

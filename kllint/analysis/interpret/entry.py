@@ -63,13 +63,7 @@ class EntryPoints:
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
         functions = self.entry.functions
-        names = {("", name): functions.identifiers(name) for name in functions}
-        calls = {("", name): functions.calls(name) for name in functions}
-        for cls_node in self.entry.classes.values():
-            cls_name = cls_node.name.value
-            names.update({(cls_name, name): cls_node.method_identifiers(name) for name in cls_node.method_names})
-            calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
-        for cls_name, name in self._entry_points(names, calls):
+        for cls_name, name in self._entry_points(*self._definitions()):
             if not cls_name:
                 node = functions.get(name)
                 if node is not None:
@@ -84,6 +78,18 @@ class EntryPoints:
         node = cls.node.method(name)
         if node is not None:
             self.run_entry(node, cls)
+
+    def _definitions(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], frozenset[str]]]:
+        """The identifiers and the called names of each top-level function and method
+        ((class name or "", name) -> ...), in source order, from the outline."""
+        functions = self.entry.functions
+        names = {("", name): functions.identifiers(name) for name in functions}
+        calls = {("", name): functions.calls(name) for name in functions}
+        for cls_node in self.entry.classes.values():
+            cls_name = cls_node.name.value
+            names.update({(cls_name, name): cls_node.method_identifiers(name) for name in cls_node.method_names})
+            calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
+        return names, calls
 
     def _entry_points(self, names: dict[tuple[str, str], set[str]],
                       calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
