@@ -92,11 +92,8 @@ def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_pat
     index = ProjectIndex()
     module = index.module_for_file(path.read_text(), path, "step.py")
     interpreter = Interpreter(module, index)
-    texts = {("", name): module.functions.text(name) for name in module.functions}
-    texts.update({("Trainer", name): module.classes["Trainer"].method_text(name)
-                  for name in module.classes["Trainer"].method_names})
-    names = {key: (module.functions.identifiers(key[1]) if not key[0] else module.classes[key[0]].method_identifiers(key[1])) for key in texts}
-    assert interpreter._entry_points(texts, names) == [("", "penalty"), ("", "training_step"), ("Trainer", "step")]
+    assert interpreter._entry_points(*interpreter._definitions()) == [
+        ("", "penalty"), ("", "training_step"), ("Trainer", "step")]
 
 
 def test_the_sink_in_a_caller_without_kl_words_is_found(tmp_path):

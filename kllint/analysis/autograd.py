@@ -14,6 +14,7 @@ from typing import Any
 
 import libcst as cst
 
+from kllint.analysis.definitions import dotted as _dotted
 from kllint.analysis.module import ModuleInfo
 
 # Top-level packages of array libraries without an autograd tape.
@@ -182,17 +183,6 @@ def _loop_freezes(body: list[ast.stmt], var: str) -> bool:
 # -- contexts that turn gradient tracking off, read from the code around a call ----------------
 _SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
 _CALLER_DEPTH = 3
-
-
-def _dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _qualified(node: ast.expr, module: ModuleInfo) -> str:

@@ -1,6 +1,6 @@
 """The parts of a module that libcst parses on demand: its classes (`LazyClass`, methods parsed one
 at a time), top-level functions and constants (`LazyDefinitions`, `LazyConstants`), the `Site`
-each comes from, and the identifiers of an `ast` outline. The `ModuleInfo` of
+each comes from, and the identifiers and calls of an `ast` outline. The `ModuleInfo` of
 `kllint.analysis.module` owns them (they read its text and parse through it)."""
 from __future__ import annotations
 
@@ -46,6 +46,27 @@ def identifiers(node: ast.AST) -> set[str]:
     return found
 
 
+def dotted(node: ast.expr) -> str | None:
+    """`a.b.c` of an `ast` Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def called_names(node: ast.AST) -> frozenset[str]:
+    """The names a piece of code calls, `name(...)` or `x.name(...)` (`self.name(...)`), however
+    the call is laid out over lines; nested definitions and decorators count, strings, comments
+    and docstrings do not."""
+    return frozenset(item.func.id if isinstance(item.func, ast.Name) else item.func.attr
+                     for item in ast.walk(node)
+                     if isinstance(item, ast.Call) and isinstance(item.func, (ast.Name, ast.Attribute)))
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a definition or statement is in the file: 1-based lines, inclusive; its indentation."""
@@ -84,11 +105,12 @@ class LazyClass:
     def method_names(self) -> list[str]:
         return list(self._methods)
 
-    def method_text(self, name: str) -> str:
-        return self.module.text_of(Site.of(self._methods[name], self.module.lines))
-
     def method_identifiers(self, name: str) -> set[str]:
         return identifiers(self._methods[name])
+
+    def method_calls(self, name: str) -> frozenset[str]:
+        """`called_names` of a method (from its outline, nothing parsed)."""
+        return called_names(self._methods[name])
 
     def method(self, name: str) -> cst.FunctionDef | None:
         statement = self._methods.get(name)
@@ -138,6 +160,10 @@ class _LazyNames:
     def identifiers(self, name: str) -> set[str]:
         return identifiers(self._outlines[name])
 
+    def calls(self, name: str) -> frozenset[str]:
+        """`called_names` of a definition (from its outline, nothing parsed)."""
+        return called_names(self._outlines[name])
+
     def __contains__(self, name: object) -> bool:
         return name in self._sites
 
@@ -161,9 +187,6 @@ class LazyDefinitions(_LazyNames):
 
     def __len__(self) -> int:
         return len(self._sites)
-
-    def text(self, name: str) -> str:
-        return self._module.text_of(self._sites[name])
 
 
 class LazyConstants(_LazyNames):

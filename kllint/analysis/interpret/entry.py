@@ -4,7 +4,7 @@ abandons, and the small helpers every part calls (`anchor`, `tick`, `qualify`, `
 `emit`)."""
 from __future__ import annotations
 
-import re
+import ast
 from typing import Any
 
 import libcst as cst
@@ -12,6 +12,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
+from kllint.analysis.definitions import FUNCTION_DEFS, dotted
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
@@ -23,9 +24,27 @@ from kllint.analysis.values import (
     alternatives,
 )
 
-GRAD_CALL = re.compile(r"\b(grad|value_and_grad|filter_grad|filter_value_and_grad)\(\s*([A-Za-z_]\w*)")
-GRAD_SECOND_ARG = re.compile(r"\s*,\s*([A-Za-z_]\w*)")  # `nn.value_and_grad(model, loss_fn)`: after the first
-GRAD_ALIAS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\.\Z")  # `jax` of `jax.grad(`, read backwards
+GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRANSFORMS)  # grad, value_and_grad, ...
+GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
+
+
+def _differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
+    """The argument of a call of a grad-like transform that names the function differentiated:
+    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
+    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
+    position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
+    leading = call.args[:position + 1]
+    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
+        return call.args[position]
+    keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
+    return next((item.value for item in call.keywords if item.arg == keyword), None)
+
+
+def _differentiated(call: ast.Call, transform: str) -> str | None:
+    """The name of the function a call of a grad-like transform differentiates, when it is a
+    plain name."""
+    argument = _differentiated_argument(call, transform)
+    return argument.id if isinstance(argument, ast.Name) else None
 
 
 class EntryPoints:
@@ -44,13 +63,7 @@ class EntryPoints:
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
         functions = self.entry.functions
-        texts = {("", name): functions.text(name) for name in functions}
-        names = {("", name): functions.identifiers(name) for name in functions}
-        for cls_node in self.entry.classes.values():
-            texts.update({(cls_node.name.value, name): cls_node.method_text(name) for name in cls_node.method_names})
-            names.update({(cls_node.name.value, name): cls_node.method_identifiers(name)
-                          for name in cls_node.method_names})
-        for cls_name, name in self._entry_points(texts, names):
+        for cls_name, name in self._entry_points(*self._definitions()):
             if not cls_name:
                 node = functions.get(name)
                 if node is not None:
@@ -66,27 +79,37 @@ class EntryPoints:
         if node is not None:
             self.run_entry(node, cls)
 
-    def _entry_points(self, texts: dict[tuple[str, str], str],
-                      names: dict[tuple[str, str], set[str]]) -> list[tuple[str, str]]:
+    def _definitions(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], frozenset[str]]]:
+        """The identifiers and the called names of each top-level function and method
+        ((class name or "", name) -> ...), in source order, from the outline."""
+        functions = self.entry.functions
+        names = {("", name): functions.identifiers(name) for name in functions}
+        calls = {("", name): functions.calls(name) for name in functions}
+        for cls_node in self.entry.classes.values():
+            cls_name = cls_node.name.value
+            names.update({(cls_name, name): cls_node.method_identifiers(name) for name in cls_node.method_names})
+            calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
+        return names, calls
+
+    def _entry_points(self, names: dict[tuple[str, str], set[str]],
+                      calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
         """The functions and methods (class name or "", name) run as entry points, in source order.
 
         Every finding starts from a KL, a reference model or a KL API, so an entry point is a
-        definition that uses a name for one (`kllint.pipeline.prefilter.names_kl_or_reference`; its
-        docstring and comments do not count), or one whose text calls such a definition of this
-        module by name (its caller may hold the loss or reward sink). Other definitions are only
-        followed as helpers.
+        definition that uses a name for one (`names`: its identifiers, as
+        `kllint.pipeline.prefilter.names_kl_or_reference` reads them; its docstring and comments
+        do not count), or one that calls such a definition of this module by name (`calls`: the
+        names each definition calls, `f(...)` or `self.f(...)`; its caller may hold the loss or
+        reward sink), to a fixpoint. Other definitions are only followed as helpers.
         """
         chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
         while True:
             called = {name for _, name in chosen}
-            if not called:
-                break
-            calls = re.compile(r"(?<!def )\b(?:" + "|".join(sorted(map(re.escape, called))) + r")\s*\(")
-            added = {key for key, text in texts.items() if key not in chosen and calls.search(text)}
+            added = {key for key, made in calls.items() if key not in chosen and not made.isdisjoint(called)}
             if not added:
                 break
             chosen |= added
-        return [key for key in texts if key in chosen]
+        return [key for key in names if key in chosen]
 
     def _names_kl_or_reference(self, used: set[str]) -> bool:
         """Whether names of a definition (or statement) name a KL or the reference, directly, by
@@ -128,23 +151,47 @@ class EntryPoints:
         return self.entry.module_statements(self._names_kl_or_reference)
 
     def _find_grad_targets(self) -> set[str]:
-        """Names of functions handed to `jax.grad`-like transforms in this module (`grad(f)`,
-        `value_and_grad(f, has_aux=True)`, `nnx.grad`, `eqx.filter_grad`), read from the text."""
+        """Names of the functions this module hands to `jax.grad`-like transforms, read from its
+        `ast` outline (never from strings or comments): the function argument of a call of one
+        (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
+        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
+        `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
+        (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
         targets: set[str] = set()
-        text = self.entry.text
-        for match in GRAD_CALL.finditer(text):
-            transform, name = match.groups()
-            start = match.start()
-            alias_match = GRAD_ALIAS.search(text, max(0, start - 200), start) if text[start - 1:start] == "." else None
-            alias = alias_match.group(1) if alias_match else None
-            qualified = self.qualify(f"{alias}.{transform}" if alias else transform, self.entry)
-            if qualified in fw.GRAD_TRANSFORMS_OF_MODEL:
-                second = GRAD_SECOND_ARG.match(text, match.end())
-                if second:
-                    targets.add(second.group(1))
-            elif qualified in fw.GRAD_TRANSFORMS or (alias or "").split(".")[0] in ("jax", "nnx", "eqx"):
-                targets.add(name)
+        for node in ast.walk(self.entry.outline):
+            if isinstance(node, ast.Call):
+                transform = self._grad_transform(node.func)
+                target = _differentiated(node, transform) if transform is not None else None
+                if target is not None:
+                    targets.add(target)
+            elif isinstance(node, FUNCTION_DEFS):
+                transforms = [self._grad_transform(decorator) for decorator in node.decorator_list]
+                if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
+                    targets.add(node.name)
         return targets
+
+    def _grad_transform(self, func: ast.expr) -> str | None:
+        """The qualified name of the grad-like transform that `func` is, still awaiting the
+        function to differentiate, else None: a transform named through the imports (`jax.`,
+        `nnx.` or `eqx.` followed by a transform's name counts unresolved), the transform called
+        without its function (`eqx.filter_value_and_grad(has_aux=True)`) or given to
+        `functools.partial` without it (`partial(jax.value_and_grad, has_aux=True)`)."""
+        if isinstance(func, ast.Call):
+            partial = self.qualify(dotted(func.func) or "", self.entry) == "functools.partial"
+            inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
+            transform = self._grad_transform(inner) if not rest else None
+            if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
+                    or _differentiated_argument(func, transform, keyword_only=True) is not None):
+                return None
+            return transform
+        name = dotted(func)
+        if name is None:
+            return None
+        qualified = self.qualify(name, self.entry)
+        head, _, last = name.rpartition(".")
+        if qualified in fw.GRAD_TRANSFORMS or (last in GRAD_NAMES and head.split(".")[0] in GRAD_ALIAS_ROOTS):
+            return qualified
+        return None
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
                   no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
