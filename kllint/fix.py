@@ -22,10 +22,10 @@ import difflib
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kllint.atomic import replacing
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.pipeline.discovery import Discovered
@@ -313,30 +313,18 @@ def write_atomic(path: Path, text: str, encoding: str = "utf-8", root: Path | No
     except (UnicodeEncodeError, LookupError) as exc:
         raise FixError(f"{path}: the fixed text cannot be written in the file's encoding {encoding} ({exc}); "
                        "not fixed") from None
-    tmp_name = None
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".kllint.tmp",
-                                        dir=os.path.dirname(target))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, mode)
-        if hasattr(os, "chown") and (st.st_uid, st.st_gid) != _owner(tmp_name):
+    def keep_owner(temporary: str) -> None:
+        if hasattr(os, "chown") and (st.st_uid, st.st_gid) != _owner(temporary):
             try:
-                os.chown(tmp_name, st.st_uid, st.st_gid)
+                os.chown(temporary, st.st_uid, st.st_gid)
             except OSError:
                 raise FixRefused(f"{path}: cannot keep the file's owner; not fixed") from None
-        os.replace(tmp_name, target)
-        tmp_name = None
+
+    try:
+        with replacing(target, mode=mode, prepare=keep_owner) as handle:
+            handle.write(data)
     except OSError as exc:
         raise FixError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp_name is not None:
-            try:
-                os.unlink(tmp_name)
-            except OSError:
-                pass
 
 
 def _owner(name: str) -> tuple[int, int]:

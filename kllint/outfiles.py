@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Iterator, TextIO
+
+from kllint.atomic import replacing
 
 
 class OutputFileError(Exception):
@@ -72,32 +73,10 @@ def open_output(path: Path | str, option: str) -> Iterator[TextIO]:
     path = Path(path)
     target, mode = _target(path, option)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".kllint.tmp",
-                                        dir=os.path.dirname(target) or ".")
+        with replacing(target, text=True, mode=mode) as handle:
+            yield handle
     except OSError as exc:
         raise OutputFileError(f"{option} {path}: cannot write: {_reason(exc)}") from None
-    handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
-    try:
-        yield handle
-    except BaseException:
-        _discard(handle, tmp_name)
-        raise
-    try:
-        handle.flush()
-        os.fsync(handle.fileno())
-        handle.close()
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, target)
-    except OSError as exc:
-        _discard(handle, tmp_name)
-        raise OutputFileError(f"{option} {path}: cannot write: {_reason(exc)}") from None
-
-
-def _discard(handle: TextIO, tmp_name: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        handle.close()
-    with contextlib.suppress(OSError):
-        os.unlink(tmp_name)
 
 
 def write_output(path: Path | str, text: str, option: str) -> None:

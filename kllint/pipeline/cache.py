@@ -39,11 +39,11 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from kllint.atomic import replacing
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
 from kllint.notebook import is_notebook
@@ -257,17 +257,8 @@ def _load_entry(path: Path) -> Any:
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(name, target)
-    except BaseException:
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
-        raise
+    with replacing(target, sync=False) as handle:  # an entry lost in a crash is a miss, not an error
+        handle.write(data)
 
 
 def is_cache_directory(directory: Path) -> bool:

@@ -40,16 +40,14 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
     terms = []
     for symbol, all_places in found.items():
         term = algebra.kterms[symbol]
-        # a KL term inside a nonlinear function (DPO's logsigmoid of log-ratios) is not a penalty
         if term.estimator is None:
             continue
-        places = [p for p in all_places if not p.coefficient_of_live and
-                  (p.linear or term.estimator.name == "reference-ratio")]
-        if not places:
-            continue
-        if any(not p.coefficient_of_live and p not in places for p in all_places):
-            # it also enters nonlinearly (`f(kl) - kl`, an unknown `f`): the loss's gradient
-            # through it is not its own coefficient, so no estimate rule can judge it
+        penalties = [p for p in all_places if not p.coefficient_of_live]
+        places = [p for p in penalties if p.linear or term.estimator.name == "reference-ratio"]
+        if not places or len(places) < len(penalties):
+            # only inside nonlinear functions (DPO's logsigmoid of log-ratios: not a penalty), or
+            # also there (`f(kl) - kl`, an unknown `f`): the loss's gradient through it is not
+            # its own coefficient, so no estimate rule judges it
             continue
         rest = algebra.table.expand_reductions(expr.subs(symbol, 0)) if expr.has(symbol) else expr
         rest_roles = algebra.table.role_symbols(rest)

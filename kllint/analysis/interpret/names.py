@@ -159,5 +159,5 @@ def stem(expr: sp.Expr) -> str:
     # a compound value (`2*t__3`, `t__3 + t__4`) is named after its symbol when it has one, and
     # after nothing otherwise: printing it is slow (floats, large normalisers) and its text
     # names no single value
-    symbols = [s for s in symbols_of(expr) if s.is_Symbol]
-    return symbols[0].name.split("__")[0] if len(symbols) == 1 else ""
+    symbols = symbols_of(expr)
+    return next(iter(symbols)).name.split("__")[0] if len(symbols) == 1 else ""
