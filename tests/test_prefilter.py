@@ -92,7 +92,8 @@ def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_pat
     index = ProjectIndex()
     module = index.module_for_file(path.read_text(), path, "step.py")
     interpreter = Interpreter(module, index)
-    assert interpreter._entry_points(*interpreter._definitions()) == [
+    interpreter.run()
+    assert interpreter.entries == [
         ("", "penalty"), ("", "training_step"), ("Trainer", "step")]
 
 
