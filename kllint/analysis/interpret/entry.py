@@ -64,11 +64,22 @@ class EntryPoints:
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
         names, calls = self._definitions()
         direct = [key for key, used in names.items() if self._names_kl_or_reference(used)]
-        productive = {key for key in direct if self._run_definition(key)}
-        done = set(direct)
+        groups: dict[tuple[str, str], list] = {}
+        productive = {key for key in direct if self._run_grouped(key, groups)}
         for key in self._callers(productive, names, calls):
-            if key not in done:
-                self._run_definition(key)
+            if key not in groups:
+                self._run_grouped(key, groups)
+        # the rules judge the facts in source order of the entry points (the first trace of a
+        # finding wins), as if the callers had run in their place among the definitions
+        self.facts[len(self.facts) - sum(len(g) for g in groups.values()):] = [
+            fact for key in names if key in groups for fact in groups[key]]
+
+    def _run_grouped(self, key: tuple[str, str], groups: dict[tuple[str, str], list]) -> bool:
+        """`_run_definition(key)`, with the facts its run added kept in `groups[key]`."""
+        start = len(self.facts)
+        productive = self._run_definition(key)
+        groups[key] = self.facts[start:]
+        return productive
 
     def _run_definition(self, key: tuple[str, str]) -> bool:
         """Run the function or method `key` (class name or "", name) as an entry point; whether
