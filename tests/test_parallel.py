@@ -178,6 +178,14 @@ def test_replaced_analysis_stays_in_process(monkeypatch):
     assert not parallel.usable()
 
 
+def test_considering_a_pool_imports_no_analysis():
+    # the parent of a pool only hands out files: libcst and sympy are the workers' business
+    code = ("import sys; from kllint.pipeline import parallel; assert parallel.usable(); "
+            "print(sorted(m for m in ('kllint.rules.dispatch', 'sympy', 'libcst') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_pool_only_for_enough_candidate_files(tmp_path):
     plain = []
     for index in range(parallel.THRESHOLD * 3):

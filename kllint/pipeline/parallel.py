@@ -31,6 +31,7 @@ import atexit
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -88,11 +89,12 @@ def usable() -> bool:
 
     Workers import kllint afresh; when the analysis entry points of this process have been
     replaced (by a test double or an embedding application), they would not, so the run stays
-    in this process.
+    in this process. An analysis this process has not imported cannot have been replaced, and
+    the parent of a pool never imports it (libcst and sympy: a second of start-up and about a
+    hundred megabytes that only the workers need).
     """
-    from kllint.rules import dispatch  # the analysis (libcst, sympy): only when a pool is considered
-
-    return (getattr(dispatch.check_source, "__module__", None) == "kllint.rules.dispatch"
+    dispatch = sys.modules.get("kllint.rules.dispatch")
+    return ((dispatch is None or getattr(dispatch.check_source, "__module__", None) == "kllint.rules.dispatch")
             and getattr(prefilter.might_matter, "__module__", None) == "kllint.pipeline.prefilter")
 
 
