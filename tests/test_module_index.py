@@ -220,3 +220,20 @@ def test_a_file_in_a_namespace_folder_resolves_imports_of_its_package(tmp_path, 
     result = run(list(discover(["pkg/algos/ppo"], settings)), settings)
     found = {(Path(d.path).name, d.code) for d in result.diagnostics}
     assert ("absolute.py", "KL302") in found and ("relative.py", "KL302") in found
+
+
+def test_files_of_one_import_root_share_an_index_and_the_next_root_starts_afresh(tmp_path):
+    from kllint.analysis.index import IndexPerRoot
+
+    for package in ("alpha", "beta"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "scripts").mkdir()
+    indexes = IndexPerRoot()
+    first = indexes.for_file(tmp_path / "alpha" / "losses.py")
+    assert indexes.for_file(tmp_path / "beta" / "trainer.py") is first  # both import from tmp_path
+    other = indexes.for_file(tmp_path / "scripts" / "train.py")  # its own import root: scripts/
+    assert other is not first
+    assert indexes.for_file(tmp_path / "scripts" / "eval.py") is other
+    indexes.drop()
+    assert indexes.for_file(tmp_path / "scripts" / "eval.py") is not other

@@ -4,7 +4,8 @@
 and more than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses the `spawn`
 start method (no fork: the parent may hold threads and large parsed trees). Files are grouped
 by folder (a package), so the files of one package tend to be analysed by one worker, whose
-`ProjectIndex` keeps the modules it has parsed for every file it handles; large folders are cut
+`ProjectIndex` keeps the modules it has parsed for the files of one import root at a time
+(`IndexPerRoot`); large folders are cut
 into several chunks so that the work spreads over the workers, and the largest chunks are
 submitted first. Results are delivered per file to a callback; `kllint.pipeline.run` orders
 them, so the output does not depend on the pool.
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kllint.analysis.index import ProjectIndex
+from kllint.analysis.index import IndexPerRoot
 from kllint.config import Settings
 from kllint.exit import fast_exit
 from kllint.memory import use_analysis_thresholds
@@ -100,13 +101,14 @@ def usable() -> bool:
 
 # -- in the worker processes -----------------------------------------------------------------
 
-_INDEX: "ProjectIndex | None" = None
+_INDEXES = IndexPerRoot()
 _STATUS: Any = None
 
 
 def _init_worker(status: Any) -> None:
-    global _INDEX, _STATUS
-    _INDEX, _STATUS = None, status
+    global _STATUS
+    _STATUS = status
+    _INDEXES.drop()
     use_analysis_thresholds()
     atexit.register(fast_exit)  # results are sent before exit; freeing the worker's index is waste
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl+C and ends the pool
@@ -127,9 +129,6 @@ def _internal_error(item: Discovered, message: str) -> Outcome:
 
 def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> list[tuple[int, "Outcome"]]:
     """Analyse the files of one chunk with this worker's index; never raises for one file."""
-    global _INDEX
-    if _INDEX is None:
-        _INDEX = ProjectIndex()
     crash_on = {name for name in os.environ.get(CRASH_ENV, "").split(",") if name}
     results: list[tuple[int, Outcome]] = []
     for slot, item, settings in chunk:
@@ -138,11 +137,11 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
         if item.path.name in crash_on:  # test-only, see the module docstring
             os._exit(70)
         try:
-            outcome = analyse_file(item, settings, _INDEX, track)
+            outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
             outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
         if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
-            _INDEX = ProjectIndex()
+            _INDEXES.drop()
         results.append((slot, outcome))
         if _STATUS is not None:
             _STATUS[slot] = _FINISHED
@@ -285,9 +284,9 @@ def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
         if not unfinished:
             return
         if not suspects:  # broke before any file started: the workers cannot run at all
-            index = ProjectIndex()
+            indexes = IndexPerRoot()
             for task in unfinished:
-                done(task.position, analyse_file(task.item, task.settings, index, track))
+                done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path), track))
             return
         _isolate(suspects, track, done)
         isolated = {task.position for task in suspects}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from kllint.analysis.index import ProjectIndex, forget_package_roots
+from kllint.analysis.index import IndexPerRoot, forget_package_roots
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.memory import analysis_thresholds
@@ -82,12 +82,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             and parallel.worth_it([files[p] for p in pending])):
         parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
-        index = ProjectIndex()
+        indexes = IndexPerRoot()
         with analysis_thresholds():
             for position in pending:
+                index = indexes.for_file(files[position].path)
                 outcome = analyse_file(files[position], per_file[position], index, track, prefilter)
-                if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
-                    index = ProjectIndex()
+                if outcome.stopped:
+                    indexes.drop()
                 done(position, outcome)
 
     result = RunResult()
