@@ -253,7 +253,7 @@ class EntryPoints:
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
             return
-        self.returned_roles = self.returned_roles or any(self._carries_roles(value) for value in frame.returns)
+        self.returned_roles = self.returned_roles or any(self._holds_roles(value) for value in frame.returns)
         anchor = self.anchor(node.name, frame)
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
@@ -266,7 +266,7 @@ class EntryPoints:
                     if isinstance(item, Tensor):
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
 
-    def _carries_roles(self, value: Value, depth: int = 0) -> bool:
+    def _holds_roles(self, value: Value, depth: int = 0) -> bool:
         """A model, or a tensor holding log-prob roles or KL terms, in any option of `value` or
         its items (what a caller could carry on to a sink)."""
         for option in alternatives(value):
@@ -274,7 +274,7 @@ class EntryPoints:
                 return True
             items = option.items if isinstance(option, Sequence) else [v for _, v in option.items] \
                 if isinstance(option, Mapping) else ()
-            if depth < 3 and any(self._carries_roles(item, depth + 1) for item in items):
+            if depth < 3 and any(self._holds_roles(item, depth + 1) for item in items):
                 return True
         return False
 
