@@ -1,7 +1,7 @@
 """The two choices of `kllint.analysis.interpret.entry.EntryPoints` made from a module's `ast`
 outline: the functions handed to `jax.grad`-like transforms (`_find_grad_targets`) and the
-definitions run as entry points (those that name a KL or the reference and, to a fixpoint, the
-callers of those whose run showed KL dataflow). Code counts, prose (strings, comments, docstrings)
+definitions run as entry points (`_entry_points`: those that name a KL or the reference and,
+to a fixpoint, those that call one of them). Code counts, prose (strings, comments, docstrings)
 does not."""
 from __future__ import annotations
 
@@ -29,10 +29,8 @@ def grad_targets(tmp_path: Path, text: str) -> set[str]:
 
 
 def entry_points(tmp_path: Path, text: str) -> list[tuple[str, str]]:
-    """The definitions the interpreter runs as entry points, in run order."""
     interpreter = _interpreter(tmp_path, text)
-    interpreter.run()
-    return interpreter.entries
+    return interpreter._entry_points(*interpreter._definitions())
 
 
 # ---------------------------------------------------------------------------- grad targets
@@ -218,36 +216,3 @@ def test_dotted_names_an_attribute_chain_only():
     assert dotted(ast.parse("jax.numpy.exp", mode="eval").body) == "jax.numpy.exp"
     assert dotted(ast.parse("grad", mode="eval").body) == "grad"
     assert dotted(ast.parse("make().grad", mode="eval").body) is None
-
-
-def test_callers_of_a_definition_with_incidental_reference_names_are_no_entry_points(tmp_path):
-    text = KL_HELPER + '''
-
-    import weakref
-
-
-    class Engine:
-        def __init__(self, model):
-            self.model = model
-            self._wire_hooks()
-            self._remember(model)
-
-        def _wire_hooks(self):
-            if self.is_zero_init_model:
-                self.model.register_hook(print)
-
-        def _remember(self, graph):
-            self.state_ref = weakref.ref(graph)
-
-        def train(self, logp, batch):
-            loss = self._penalised(logp, batch)
-            loss.backward()
-
-        def _penalised(self, logp, batch):
-            return penalty(logp, batch).mean()
-    '''
-    # `is_zero_init_model` and `state_ref` read as reference names, but running those two methods
-    # meets no KL dataflow: `__init__`, which only calls them, is not run on its own
-    assert entry_points(tmp_path, text) == [
-        ("", "penalty"), ("Engine", "_wire_hooks"), ("Engine", "_remember"),
-        ("Engine", "train"), ("Engine", "_penalised")]

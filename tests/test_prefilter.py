@@ -92,8 +92,7 @@ def test_entry_points_are_kl_definitions_and_their_callers_in_the_module(tmp_pat
     index = ProjectIndex()
     module = index.module_for_file(path.read_text(), path, "step.py")
     interpreter = Interpreter(module, index)
-    interpreter.run()
-    assert interpreter.entries == [
+    assert interpreter._entry_points(*interpreter._definitions()) == [
         ("", "penalty"), ("", "training_step"), ("Trainer", "step")]
 
 

@@ -45,8 +45,6 @@ class Interpreter(EntryPoints, Statements, Bindings, Expressions, Names, Attribu
         self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo, cst.CSTNode | None]] = {}
         self.steps = 0
         self.grad_targets: set[str] = set()
-        self.entries: list[tuple[str, str]] = []  # the definitions run as entry points, in run order
-        self.returned_roles = False  # whether the entry point being run returned a role value
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}

@@ -62,48 +62,17 @@ class EntryPoints:
         self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
-        names, calls = self._definitions()
-        direct = [key for key, used in names.items() if self._names_kl_or_reference(used)]
-        groups: dict[tuple[str, str], list] = {}
-        productive = {key for key in direct if self._run_grouped(key, groups)}
-        for key in self._callers(productive, names, calls):
-            if key not in groups:
-                self._run_grouped(key, groups)
-        # the rules judge the facts in source order of the entry points (the first trace of a
-        # finding wins), as if the callers had run in their place among the definitions
-        self.facts[len(self.facts) - sum(len(g) for g in groups.values()):] = [
-            fact for key in names if key in groups for fact in groups[key]]
-
-    def _run_grouped(self, key: tuple[str, str], groups: dict[tuple[str, str], list]) -> bool:
-        """`_run_definition(key)`, with the facts its run added kept in `groups[key]`."""
-        start = len(self.facts)
-        productive = self._run_definition(key)
-        groups[key] = self.facts[start:]
-        return productive
-
-    def _run_definition(self, key: tuple[str, str]) -> bool:
-        """Run the function or method `key` (class name or "", name) as an entry point; whether
-        its run showed any KL dataflow (`_evidence`)."""
-        cls_name, name = key
-        self.entries.append(key)
-        before = self._evidence()
-        self.returned_roles = False
-        if not cls_name:
-            node = self.entry.functions.get(name)
-            if node is not None:
-                self._guarded(lambda node=node: self.run_entry(node, None), name, node)
-        else:
+        functions = self.entry.functions
+        for cls_name, name in self._entry_points(*self._definitions()):
+            if not cls_name:
+                node = functions.get(name)
+                if node is not None:
+                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
+                continue
             cls_node = self.entry.classes[cls_name]
             cls = ClassRef(cls_name, cls_node, self.entry)
             self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
                           cls_node.method(name))
-        return self.returned_roles or self._evidence() != before
-
-    def _evidence(self) -> tuple[int, int, int, int]:
-        """What a run that met KL dataflow changes: the facts, the KL terms, the stored fields
-        holding log-prob roles or KL terms, what the analysis abandoned (a run cut short may have
-        met one unseen)."""
-        return len(self.facts), len(self.algebra.kterms), self.fields.version, len(self._abandoned)
 
     def _run_method(self, cls: ClassRef, name: str) -> None:
         node = cls.node.method(name)
@@ -122,22 +91,18 @@ class EntryPoints:
             calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
         return names, calls
 
-    @staticmethod
-    def _callers(chosen: set[tuple[str, str]], names: dict[tuple[str, str], set[str]],
-                 calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
-        """`chosen` and the definitions that call one of them by name, to a fixpoint, in source
-        order (`names` gives the order; `calls`: the names each definition calls, `f(...)` or
-        `self.f(...)`).
+    def _entry_points(self, names: dict[tuple[str, str], set[str]],
+                      calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
+        """The functions and methods (class name or "", name) run as entry points, in source order.
 
-        Every finding starts from a KL, a reference model or a KL API, so the entry points are
-        the definitions that use a name for one (their identifiers, as
-        `kllint.pipeline.prefilter.names_kl_or_reference` reads them; docstrings and comments do
-        not count) and, of those whose run showed KL dataflow, the callers: a caller may hold the
-        loss or reward sink. A definition whose names were incidental (`state_ref` of a weakref,
-        `is_zero_init_model`) makes no caller an entry point. Other definitions are only
-        followed as helpers.
+        Every finding starts from a KL, a reference model or a KL API, so an entry point is a
+        definition that uses a name for one (`names`: its identifiers, as
+        `kllint.pipeline.prefilter.names_kl_or_reference` reads them; its docstring and comments
+        do not count), or one that calls such a definition of this module by name (`calls`: the
+        names each definition calls, `f(...)` or `self.f(...)`; its caller may hold the loss or
+        reward sink), to a fixpoint. Other definitions are only followed as helpers.
         """
-        chosen = set(chosen)
+        chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
         while True:
             called = {name for _, name in chosen}
             added = {key for key, made in calls.items() if key not in chosen and not made.isdisjoint(called)}
@@ -253,7 +218,6 @@ class EntryPoints:
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
             return
-        self.returned_roles = self.returned_roles or any(self._holds_roles(value) for value in frame.returns)
         anchor = self.anchor(node.name, frame)
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
@@ -265,18 +229,6 @@ class EntryPoints:
                 for item in (option.items if isinstance(option, Sequence) else (option,)):
                     if isinstance(item, Tensor):
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
-
-    def _holds_roles(self, value: Value, depth: int = 0) -> bool:
-        """A model, or a tensor holding log-prob roles or KL terms, in any option of `value` or
-        its items (what a caller could carry on to a sink)."""
-        for option in alternatives(value):
-            if isinstance(option, Model) or (isinstance(option, Tensor) and self.algebra.has_roles(option.expr)):
-                return True
-            items = option.items if isinstance(option, Sequence) else [v for _, v in option.items] \
-                if isinstance(option, Mapping) else ()
-            if depth < 3 and any(self._holds_roles(item, depth + 1) for item in items):
-                return True
-        return False
 
     def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
         """The last `return` statement the entry point executed."""
