@@ -235,5 +235,6 @@ def test_files_of_one_import_root_share_an_index_and_the_next_root_starts_afresh
     other = indexes.for_file(tmp_path / "scripts" / "train.py")  # its own import root: scripts/
     assert other is not first
     assert indexes.for_file(tmp_path / "scripts" / "eval.py") is other
+    assert indexes.for_file(tmp_path / "alpha" / "losses.py") is not first  # only one root is kept
     indexes.drop()
     assert indexes.for_file(tmp_path / "scripts" / "eval.py") is not other

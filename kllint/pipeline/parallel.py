@@ -5,9 +5,8 @@ and more than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses
 start method (no fork: the parent may hold threads and large parsed trees). Files are grouped
 by folder (a package), so the files of one package tend to be analysed by one worker, whose
 `ProjectIndex` keeps the modules it has parsed for the files of one import root at a time
-(`IndexPerRoot`); large folders are cut
-into several chunks so that the work spreads over the workers, and the largest chunks are
-submitted first. Results are delivered per file to a callback; `kllint.pipeline.run` orders
+(`IndexPerRoot`); large folders are cut into several chunks so that the work spreads over the
+workers, and the largest chunks are submitted first. Results are delivered per file to a callback; `kllint.pipeline.run` orders
 them, so the output does not depend on the pool.
 
 A worker that crashes (segmentation fault, killed by the out-of-memory killer, `os._exit`)
