@@ -12,7 +12,8 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
-from kllint.analysis.interpret.walk import assigned_names, read_names, used_names
+from kllint.analysis.interpret.exposure import exposed_names
+from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
@@ -287,9 +288,9 @@ class Statements:
             iter_text = iter_source.lower()
             if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
                 epoch_loop = epoch_loop or iter_source
-        # only a name the body reads can carry a value around the loop (an accumulator)
-        read = read_names(body)
-        carried = [n for n in assigned if n in frame.env and n in read]
+        # only a name an iteration may read before binding it carries a value around the loop
+        exposed = exposed_names(node)
+        carried = [n for n in assigned if n in frame.env and n in exposed]
         placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", "loop", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
         accumulators: dict[str, Value] = {}

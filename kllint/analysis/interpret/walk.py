@@ -10,7 +10,7 @@ import libcst as cst
 _NAME_CACHE: dict[tuple[str, int], tuple[Any, list[str]]] = {}
 
 
-def _cached(kind: str, node: Any, compute) -> list[str]:
+def cached_per_node(kind: str, node: Any, compute) -> list[str]:
     """Memoised per node; the entry keeps the node alive so that its id is never reused."""
     key = (kind, id(node))
     found = _NAME_CACHE.get(key)
@@ -23,13 +23,13 @@ def _cached(kind: str, node: Any, compute) -> list[str]:
 
 def assigned_names(statements: list[cst.CSTNode]) -> list[str]:
     """The names the statements assign (not inside nested definitions), in order, memoised."""
-    return _cached("assigned", statements[0] if statements else None, lambda: _collect_assigned(statements))
+    return cached_per_node("assigned", statements[0] if statements else None, lambda: _collect_assigned(statements))
 
 
 def _collect_assigned(statements: list[cst.CSTNode]) -> list[str]:
     names: list[str] = []
     for statement in statements:
-        for node in _walk(statement, skip=(cst.FunctionDef,)):
+        for node in walk_nodes(statement, skip=(cst.FunctionDef,)):
             if isinstance(node, cst.AssignTarget):
                 names.extend(_target_names(node.target))
             elif isinstance(node, cst.AugAssign):
@@ -39,51 +39,13 @@ def _collect_assigned(statements: list[cst.CSTNode]) -> list[str]:
 
 def used_names(node: cst.CSTNode) -> list[str]:
     """The names the expression reads (`_collect_used`), in order, memoised."""
-    return _cached("used", node, lambda: _collect_used(node))
-
-
-def read_names(statements: list[cst.CSTNode]) -> frozenset[str]:
-    """The names the statements read anywhere (nested definitions and lambdas included): every
-    name, except where it is only bound (`x = ...`, `for x in`, `with ... as x`, `except E as x`,
-    a comprehension's target); an augmented assignment reads its target. Memoised."""
-    return _cached("read", statements[0] if statements else None, lambda: _collect_read(statements))
-
-
-def _collect_read(statements: list[cst.CSTNode]) -> frozenset[str]:
-    bound: set[int] = set()
-    names: set[str] = set()
-    for statement in statements:
-        for node in _walk(statement):
-            if isinstance(node, cst.AssignTarget):
-                bound.update(_bare_targets(node.target))
-            elif isinstance(node, (cst.For, cst.CompFor)):
-                bound.update(_bare_targets(node.target))
-            elif isinstance(node, (cst.AsName,)):
-                bound.update(_bare_targets(node.name))
-            elif isinstance(node, cst.AnnAssign):
-                bound.update(_bare_targets(node.target))
-            elif isinstance(node, cst.NamedExpr):
-                bound.update(_bare_targets(node.target))
-            elif isinstance(node, cst.Name) and id(node) not in bound:
-                names.add(node.value)
-    return frozenset(names)
-
-
-def _bare_targets(target: cst.CSTNode) -> list[int]:
-    """The ids of the Name nodes a target binds (not those it reads: `a` of `a[i] = ...`)."""
-    if isinstance(target, cst.Name):
-        return [id(target)]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [i for e in target.elements for i in _bare_targets(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _bare_targets(target.value)
-    return []
+    return cached_per_node("used", node, lambda: _collect_used(node))
 
 
 def _collect_used(node: cst.CSTNode) -> list[str]:
     """Names read in an expression: `a` of `a.b.c`, not `b` or `c`; lambdas are not entered."""
     names: list[str] = []
-    for item in _walk(node, skip=(cst.Lambda,), attribute_values=True):
+    for item in walk_nodes(node, skip=(cst.Lambda,), attribute_values=True):
         if isinstance(item, cst.Name):
             names.append(item.value)
     return list(dict.fromkeys(names))
@@ -101,7 +63,7 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return found
 
 
-def _walk(root: cst.CSTNode, skip: tuple[type, ...] = (), attribute_values: bool = False):
+def walk_nodes(root: cst.CSTNode, skip: tuple[type, ...] = (), attribute_values: bool = False):
     """`root` and the nodes below it (layout-only fields skipped; nodes of the `skip` types are
     yielded but not entered). With `attribute_values`, an Attribute is entered on its `value` side only."""
     stack: list[Any] = [root]
