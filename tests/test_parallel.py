@@ -170,6 +170,25 @@ def test_chunks_group_by_folder_and_cover_every_file(tmp_path):
     assert parts == parallel.chunks(list(reversed(tasks)), jobs=2)  # deterministic
 
 
+def test_chunks_keep_each_import_root_together_costliest_first(tmp_path):
+    tasks = []
+    for project, size in (("small", 5), ("large", 300), ("middle", 60)):
+        for folder in ("pkg", "pkg/sub"):
+            (tmp_path / project / folder).mkdir(parents=True, exist_ok=True)
+            (tmp_path / project / folder / "__init__.py").write_text("")
+            for index in range(4):
+                path = tmp_path / project / folder / f"f{index}.py"
+                path.write_text("x = 1\n" * (size if folder == "pkg" else 1))  # each root has a small folder
+                tasks.append(parallel.Task(len(tasks), parallel.Discovered(path, path.name), Settings()))
+    parts = parallel.chunks(tasks, jobs=2)
+    projects = [part[0].item.path.relative_to(tmp_path).parts[0] for part in parts]
+    order = list(dict.fromkeys(projects))
+    assert order == ["large", "middle", "small"]  # the costliest root first
+    assert projects == sorted(projects, key=order.index)  # a root's chunks are never interleaved
+    weights = [sum(task.item.path.stat().st_size for task in part) for part in parts if projects[parts.index(part)] == "large"]
+    assert weights == sorted(weights, reverse=True)
+
+
 def test_replaced_analysis_stays_in_process(monkeypatch):
     import kllint.rules.dispatch as dispatch
 

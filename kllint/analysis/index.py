@@ -214,8 +214,8 @@ class IndexPerRoot:
     """The `ProjectIndex` of the import root being checked: files of one root share one index
     (their helpers are parsed once), and the next root starts a fresh one, so that the modules
     kept never exceed those of one project (a worker of a nine-release audit: 345 MB -> 231 MB
-    peak; a worker handed another root's chunk in between parses shared helpers again, about
-    8 % with `-j 2` there; docs/performance.md)."""
+    peak; `pipeline.parallel.chunks` hands out one root after another so that a worker rarely
+    parses a root's helpers twice; docs/performance.md)."""
 
     def __init__(self) -> None:
         self._index: ProjectIndex | None = None

@@ -6,7 +6,9 @@ start method (no fork: the parent may hold threads and large parsed trees). File
 by folder (a package), so the files of one package tend to be analysed by one worker, whose
 `ProjectIndex` keeps the modules it has parsed for the files of one import root at a time
 (`IndexPerRoot`); large folders are cut into several chunks so that the work spreads over the
-workers, and the largest chunks are submitted first. Results are delivered per file to a callback; `kllint.pipeline.run` orders
+workers. Chunks are submitted one import root after another, the costliest root first and its
+largest chunks first, so that a worker never returns to a root it left (and parses its helpers
+again). Results are delivered per file to a callback; `kllint.pipeline.run` orders
 them, so the output does not depend on the pool.
 
 A worker that crashes (segmentation fault, killed by the out-of-memory killer, `os._exit`)
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kllint.analysis.index import IndexPerRoot
+from kllint.analysis.index import IndexPerRoot, package_root
 from kllint.config import Settings
 from kllint.exit import fast_exit
 from kllint.memory import use_analysis_thresholds
@@ -157,8 +159,9 @@ def _cost(task: Task) -> int:
 
 
 def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
-    """The tasks cut into chunks: by folder, each chunk at most about 1/(4*jobs) of all bytes
-    (at least one file), the largest chunks first; deterministic."""
+    """The tasks cut into chunks: by folder, each chunk at most about 1/(CHUNKS_PER_JOB*jobs) of
+    all bytes (at least one file); ordered by import root, the costliest root first, and within
+    a root the largest chunks first; deterministic."""
     cost = {task.position: _cost(task) for task in tasks}
     target = max(sum(cost.values()) / (max(jobs, 1) * CHUNKS_PER_JOB), 1)
     groups: dict[Path, list[Task]] = {}
@@ -176,7 +179,14 @@ def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
             weight += cost[task.position]
         if current:
             result.append(current)
-    result.sort(key=lambda chunk: -sum(cost[t.position] for t in chunk))
+    # one import root after another, the costliest root first and its largest chunks first: a
+    # worker that leaves a root never comes back to it and parses its helpers again
+    weight_of = {id(chunk): sum(cost[t.position] for t in chunk) for chunk in result}
+    root_of = {id(chunk): package_root(chunk[0].item.path)[0] for chunk in result}
+    per_root: dict[Path, int] = {}
+    for chunk in result:
+        per_root[root_of[id(chunk)]] = per_root.get(root_of[id(chunk)], 0) + weight_of[id(chunk)]
+    result.sort(key=lambda chunk: (-per_root[root_of[id(chunk)]], str(root_of[id(chunk)]), -weight_of[id(chunk)]))
     return result
 
 
