@@ -28,6 +28,7 @@ ON_POLICY = {LPD: LP, OLD: LP}  # stop-gradients and the rollout policy equal th
 
 
 _FREE: dict[sp.Basic, frozenset] = {}
+_CLEAN_STEMS: dict[str, str] = {}
 
 
 class InternalSymbol(sp.Symbol):
@@ -102,8 +103,13 @@ class SymbolTable:
     def fresh(self, stem: str, kind: str = "opaque", **assumptions: bool) -> sp.Symbol:
         """A new symbol named after `stem`, of `kind` (a key of `SYMBOL_KINDS`)."""
         self.counter += 1
-        clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in stem)[:40] or "t"
-        return SYMBOL_KINDS[kind](f"{clean}__{self.counter}", **assumptions)
+        clean = _CLEAN_STEMS.get(stem)
+        if clean is None:
+            clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in stem)[:40] or "t"
+            if len(_CLEAN_STEMS) < 10_000:
+                _CLEAN_STEMS[stem] = clean
+        # a fresh name is never built twice: skip the constructor's cache of symbols by name
+        return sp.Symbol.__xnew__(SYMBOL_KINDS[kind], f"{clean}__{self.counter}", **assumptions)
 
     def reduce(self, inner: sp.Expr, kind: str = "sum") -> sp.Symbol:
         """The reduction symbol of `inner`: one per (inner, kind), since the analysis does not
