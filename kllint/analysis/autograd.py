@@ -149,7 +149,7 @@ def frozen_networks(module: ModuleInfo) -> frozenset[str]:
     if cached is not None:
         return cached
     names: set[str] = set()
-    for node in ast.walk(module.outline):
+    for node in module.outline_nodes(ast.Call, ast.For):
         if isinstance(node, ast.Call):
             target = _freezes(node)
             if target is not None:
@@ -193,12 +193,8 @@ def _qualified(node: ast.expr, module: ModuleInfo) -> str:
 
 
 def _functions_of(module: ModuleInfo) -> list[ast.AST]:
-    """Every function definition of the module (nested ones too), cached on the module."""
-    cached = module.__dict__.get("_autograd_functions")
-    if cached is None:
-        cached = [n for n in ast.walk(module.outline) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        module.__dict__["_autograd_functions"] = cached
-    return cached
+    """Every function definition of the module (nested ones too), in `ast.walk` order."""
+    return module.outline_nodes(ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _innermost_function(module: ModuleInfo, line: int) -> ast.AST | None:
@@ -279,8 +275,8 @@ def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
     cached = module.__dict__.get("_autograd_uses")
     if cached is None:
         cached = {}
-        calls = {id(n.func) for n in ast.walk(module.outline) if isinstance(n, ast.Call)}
-        for node in ast.walk(module.outline):
+        calls = {id(n.func) for n in module.outline_nodes(ast.Call)}
+        for node in module.outline_nodes(ast.Name, ast.Attribute):
             name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
             if name is not None:
                 cached.setdefault(name, []).append((node.lineno, id(node) in calls))
@@ -292,7 +288,7 @@ def _methods(module: ModuleInfo) -> frozenset[int]:
     """Ids of the module's method definitions (functions defined in a class body)."""
     cached = module.__dict__.get("_autograd_methods")
     if cached is None:
-        cached = frozenset(id(item) for node in ast.walk(module.outline) if isinstance(node, ast.ClassDef)
+        cached = frozenset(id(item) for node in module.outline_nodes(ast.ClassDef)
                            for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
         module.__dict__["_autograd_methods"] = cached
     return cached

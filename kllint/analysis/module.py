@@ -68,6 +68,8 @@ class ModuleInfo:
         self._registries: dict[str, tuple[tuple[str, str], ...]] | None = None
         self._defs_index: list[tuple[Site, ast.stmt, Site]] | None = None
         self._function_at: dict[int, cst.FunctionDef | None] = {}
+        self._walk_order: list[ast.AST] | None = None
+        self._nodes_of: dict[tuple[type, ...], list[ast.AST]] = {}
         self._collect(self.outline.body)
 
     @classmethod
@@ -253,6 +255,16 @@ class ModuleInfo:
         return self.name.rpartition(".")[0]
 
     # -- outline ------------------------------------------------------------------------------
+    def outline_nodes(self, *kinds: type) -> list[ast.AST]:
+        """The outline's nodes of the given `ast` types, in `ast.walk` order: the module is
+        walked once, however many whole-module questions are asked of it."""
+        found = self._nodes_of.get(kinds)
+        if found is None:
+            if self._walk_order is None:
+                self._walk_order = list(ast.walk(self.outline))
+            found = self._nodes_of[kinds] = [node for node in self._walk_order if isinstance(node, kinds)]
+        return found
+
     def _collect(self, statements: list[ast.stmt], block: Site | None = None) -> None:
         """Index top-level statements; `block`: the `if`/`try` statement they are guarded by (its
         branches are alternatives: the first definition of a name among them is kept)."""

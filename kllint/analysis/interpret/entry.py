@@ -158,7 +158,7 @@ class EntryPoints:
         `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
         (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
         targets: set[str] = set()
-        for node in ast.walk(self.entry.outline):
+        for node in self.entry.outline_nodes(ast.Call, *FUNCTION_DEFS):
             if isinstance(node, ast.Call):
                 transform = self._grad_transform(node.func)
                 target = _differentiated(node, transform) if transform is not None else None
