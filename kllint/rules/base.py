@@ -144,8 +144,6 @@ def sign_of(expr: sp.Expr) -> int:
     """1 or -1 when sympy's assumptions prove `expr` positive or negative, else 0. A product with
     a symbol that may be zero is neither, which sympy takes long to find out (most coefficients
     are products of opaque real values)."""
-    if expr.is_Number:
-        return 1 if expr > 0 else (-1 if expr < 0 else 0)
     factors = expr.args if expr.is_Mul else (expr,)
     if any(factor.is_Symbol and factor.is_zero is not False for factor in factors):
         return 0
