@@ -277,9 +277,8 @@ def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
         cached = {}
         calls = {id(n.func) for n in module.outline_nodes(ast.Call)}
         for node in module.outline_nodes(ast.Name, ast.Attribute):
-            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if name is not None:
-                cached.setdefault(name, []).append((node.lineno, id(node) in calls))
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            cached.setdefault(name, []).append((node.lineno, id(node) in calls))
         module.__dict__["_autograd_uses"] = cached
     return cached
 

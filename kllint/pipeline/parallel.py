@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -181,13 +182,12 @@ def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
             result.append(current)
     # one import root after another, the costliest root first and its largest chunks first: a
     # worker that leaves a root never comes back to it and parses its helpers again
-    weight_of = {id(chunk): sum(cost[t.position] for t in chunk) for chunk in result}
-    root_of = {id(chunk): package_root(chunk[0].item.path)[0] for chunk in result}
-    per_root: dict[Path, int] = {}
-    for chunk in result:
-        per_root[root_of[id(chunk)]] = per_root.get(root_of[id(chunk)], 0) + weight_of[id(chunk)]
-    result.sort(key=lambda chunk: (-per_root[root_of[id(chunk)]], str(root_of[id(chunk)]), -weight_of[id(chunk)]))
-    return result
+    placed = [(package_root(chunk[0].item.path)[0], sum(cost[t.position] for t in chunk), chunk) for chunk in result]
+    per_root: Counter[Path] = Counter()
+    for root, weight, _ in placed:
+        per_root[root] += weight
+    placed.sort(key=lambda entry: (-per_root[entry[0]], str(entry[0]), -entry[1]))
+    return [chunk for _, _, chunk in placed]
 
 
 def _executor(workers: int, status: Any) -> ProcessPoolExecutor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from kllint.analysis.interpret.walk import cached_per_node, walk_nodes
+from kllint.analysis.interpret.walk import bound_names, cached_per_node, walk_nodes
 
 
 def exposed_names(loop: cst.For | cst.While) -> frozenset[str]:
@@ -133,14 +133,7 @@ def _all_names(node: cst.CSTNode) -> set[str]:
 
 
 def _bare_names(target: cst.CSTNode) -> frozenset[str]:
-    """The names a binding target binds (`a` and `b` of `a, b = ...`; none of `a[i] = ...`)."""
-    if isinstance(target, cst.Name):
-        return frozenset({target.value})
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return frozenset().union(*(_bare_names(element.value) for element in target.elements))
-    if isinstance(target, cst.StarredElement):
-        return _bare_names(target.value)
-    return frozenset()
+    return frozenset(bound_names(target))
 
 
 def _target_reads(target: cst.CSTNode) -> set[str]:

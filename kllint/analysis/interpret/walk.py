@@ -3,14 +3,15 @@ per node), over the child fields that are not layout."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import libcst as cst
 
-_NAME_CACHE: dict[tuple[str, int], tuple[Any, list[str]]] = {}
+_NAME_CACHE: dict[tuple[str, int], tuple[Any, Any]] = {}
+T = TypeVar("T")
 
 
-def cached_per_node(kind: str, node: Any, compute) -> list[str]:
+def cached_per_node(kind: str, node: Any, compute: Callable[[], T]) -> T:
     """Memoised per node; the entry keeps the node alive so that its id is never reused."""
     key = (kind, id(node))
     found = _NAME_CACHE.get(key)
@@ -31,9 +32,9 @@ def _collect_assigned(statements: list[cst.CSTNode]) -> list[str]:
     for statement in statements:
         for node in walk_nodes(statement, skip=(cst.FunctionDef,)):
             if isinstance(node, cst.AssignTarget):
-                names.extend(_target_names(node.target))
+                names.extend(bound_names(node.target))
             elif isinstance(node, cst.AugAssign):
-                names.extend(_target_names(node.target))
+                names.extend(bound_names(node.target))
     return list(dict.fromkeys(names))
 
 
@@ -85,9 +86,12 @@ def walk_nodes(root: cst.CSTNode, skip: tuple[type, ...] = (), attribute_values:
         stack.extend(reversed(children))  # pre-order, in source order
 
 
-def _target_names(target: cst.BaseExpression) -> list[str]:
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """The names a binding target binds: `a` and `b` of `a, *b = ...`, none of `a[i] = ...`."""
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
+        return [n for e in target.elements for n in bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
     return []
