@@ -11,7 +11,7 @@ from textwrap import dedent
 
 import pytest
 
-from kllint.analysis.definitions import called_names, dotted
+from kllint.analysis.outline import called_names, dotted
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
 

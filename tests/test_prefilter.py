@@ -7,6 +7,8 @@ releases get the same check in tests/test_real_releases.py.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from kllint.analysis.interpreter import Interpreter
 from kllint.config import Settings, Vocab
 from kllint.pipeline.discovery import discover
 from kllint.pipeline.run import run
-from kllint.pipeline.prefilter import might_matter
+from kllint.pipeline.prefilter import code_might_matter, might_matter, parse_or_error
 from kllint.report import json as report_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +79,46 @@ def test_a_file_without_kl_words_is_not_analysed_and_has_no_findings(tmp_path):
     plain.write_text("import torch\n\ndef loss(logp, advantages):\n    return -(logp * advantages).mean()\n")
     assert not might_matter(plain.read_text())
     assert _json([plain], prefilter=False) == _json([plain], prefilter=True) == "[]\n"
+
+
+# (source, whether its code, not its comments or docstrings, names a KL or the reference)
+CODE_NAMES = {
+    "KL only in a comment": ("def step(x):\n    # the KL to the reference policy\n    return x * 2\n", False),
+    "KL only in docstrings": ('"""Adds a KL penalty."""\n\n\ndef step(x):\n    """ref_logps minus logps."""\n'
+                              '    return x\n', False),
+    "a KL word as a name": ("def step(logp, ref_logp):\n    return logp - ref_logp\n", True),
+    "a reference key in a string": ('def step(batch):\n    return batch["ref_logps"]\n', True),
+    "an escaped reference key": ('def step(batch):\n    return batch["\\x72ef_logps"]\n', True),
+    "a KL API under an alias": ("from torch.nn.functional import kl_div as divergence\n", True),
+    "a KL module imported whole": ("import trainer.kl_utils as helpers\n", True),
+    "a KL word in an f-string": ('def log(kl):\n    print(f"{kl:.3f}")\n', True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CODE_NAMES))
+def test_the_code_alone_decides_whether_a_file_is_analysed(name):
+    source, expected = CODE_NAMES[name]
+    outline, error = parse_or_error(source)
+    assert error is None
+    assert might_matter(source)
+    assert code_might_matter(outline) is expected
+
+
+def test_code_might_matter_reads_the_configured_reference_names():
+    outline, _ = parse_or_error("def loss(logp, anchor_lp):\n    return (anchor_lp - logp).mean()\n")
+    assert not code_might_matter(outline)
+    assert code_might_matter(outline, Vocab(reference_names=("anchor_lp",)))
+
+
+def test_a_file_naming_kl_only_in_comments_never_loads_the_analysis(tmp_path):
+    source, _ = CODE_NAMES["KL only in docstrings"]
+    (tmp_path / "notes.py").write_text(source)
+    probe = ("import sys\nfrom kllint.api import check_paths\nfrom kllint.config import Settings\n"
+             f"result = check_paths([{str(tmp_path / 'notes.py')!r}], Settings())\n"
+             "print(len(result.diagnostics), 'sympy' in sys.modules, 'libcst' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "False", "False"]
+    assert _json([tmp_path / "notes.py"], prefilter=False) == "[]\n"
 
 
 def test_configured_reference_names_pass_the_prefilter():

@@ -14,7 +14,7 @@ from typing import Any
 
 import libcst as cst
 
-from kllint.analysis.definitions import dotted as _dotted
+from kllint.analysis.outline import dotted as _dotted
 from kllint.analysis.module import ModuleInfo
 
 # Top-level packages of array libraries without an autograd tape.

@@ -5,67 +5,14 @@ each comes from, and the identifiers and calls of an `ast` outline. The `ModuleI
 from __future__ import annotations
 
 import ast
-import re
 import weakref
 from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
 
+from kllint.analysis.outline import FUNCTION_DEFS, called_names, identifiers
 from kllint.pipeline.source import statement_lines
-
-FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def identifiers(node: ast.AST) -> set[str]:
-    """The names a piece of code uses: names, attributes, parameters, keywords, definitions, and
-    the identifier-like words of its string constants (`batch["ref_logps"]`); not docstrings
-    or comments, which never reach the analysis."""
-    found: set[str] = set()
-    docstrings = set()
-    for item in ast.walk(node):
-        body = getattr(item, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
-                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            docstrings.add(id(body[0].value))
-        if isinstance(item, ast.Name):
-            found.add(item.id)
-        elif isinstance(item, ast.Attribute):
-            found.add(item.attr)
-        elif isinstance(item, ast.arg):
-            found.add(item.arg)
-        elif isinstance(item, ast.keyword) and item.arg:
-            found.add(item.arg)
-        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.add(item.name)
-        elif isinstance(item, ast.alias):
-            found.add(item.asname or item.name)
-        elif isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings:
-            found.update(_WORD.findall(item.value))
-    return found
-
-
-def dotted(node: ast.expr) -> str | None:
-    """`a.b.c` of an `ast` Name/Attribute chain, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def called_names(node: ast.AST) -> frozenset[str]:
-    """The names a piece of code calls, `name(...)` or `x.name(...)` (`self.name(...)`), however
-    the call is laid out over lines; nested definitions and decorators count, strings, comments
-    and docstrings do not."""
-    return frozenset(item.func.id if isinstance(item.func, ast.Name) else item.func.attr
-                     for item in ast.walk(node)
-                     if isinstance(item, ast.Call) and isinstance(item.func, (ast.Name, ast.Attribute)))
-
 
 @dataclass(frozen=True)
 class Site:

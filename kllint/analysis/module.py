@@ -19,7 +19,8 @@ from typing import Iterator
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from kllint.analysis.definitions import FUNCTION_DEFS, LazyClass, LazyConstants, LazyDefinitions, Site, identifiers
+from kllint.analysis.definitions import LazyClass, LazyConstants, LazyDefinitions, Site
+from kllint.analysis.outline import FUNCTION_DEFS, identifiers
 from kllint.diagnostics import Span
 from kllint.guard import guarded_parse_module
 from kllint.pipeline.prefilter import parse_or_error

@@ -123,7 +123,8 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
     if error is not None:
         return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
                       digest)
-    if prefilter and not prefilter_module.might_matter(text, settings.vocab):
+    if prefilter and not (prefilter_module.might_matter(text, settings.vocab)
+                          and prefilter_module.code_might_matter(outline, settings.vocab)):
         outcome = _final([], digest)
         outcome.skipped = True
         return outcome

@@ -7,6 +7,10 @@ reference model (`ref_logp`, `teacher_logits`, `ref_model`, `batch["ref_log_prob
 `kl_divergence`). So a file (or a function: the entry points use the same test) that names
 none of them cannot hold a finding; a helper in another module is checked where it is defined.
 Files that cannot are only checked for syntax (`ast`, much cheaper than libcst).
+
+A file whose text names one only in comments or docstrings has no entry point either: its code
+is asked too (`code_might_matter`, from the `ast` tree the syntax check built), before the
+analysis and its libcst and sympy are ever imported.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import re
 import unicodedata
 
 from kllint.analysis import roles
+from kllint.analysis.outline import identifiers
 
 # `base`, `init`, `initial` and `prior` read as reference words only next to a log-prob or
 # model word (`base_logp`, `init_model`): `__init__`, `BaseModel` and `base` are everywhere
@@ -68,6 +73,22 @@ def might_matter(text: str, vocab: object | None = None) -> bool:
     if "\\" in text and _ESCAPE.search(text):
         return names_matter(set(_IDENTIFIER.findall(_ESCAPE.sub(_unescape, text))), vocab)
     return False
+
+
+def code_might_matter(outline: ast.Module, vocab: object | None = None) -> bool:
+    """`names_matter` for the identifiers of the code alone (`kllint.analysis.outline.identifiers`:
+    names, attributes, parameters, keywords and the words of string constants, not comments or
+    docstrings), with every part of every imported name (`from m import kl_div as d`).
+
+    These are all the names the entry points of `kllint.analysis.interpret.entry` are chosen
+    by (a definition's identifiers, the imports they alias, the module constants they read) and
+    all the names of the module statements it runs, so a module whose code names no KL and no
+    reference has none of either: the analysis would run nothing and report nothing."""
+    names = identifiers(outline)
+    for node in ast.walk(outline):
+        if isinstance(node, ast.alias):
+            names.update(node.name.split("."))
+    return names_matter(names, vocab)
 
 
 def _unescape(match: re.Match[str]) -> str:

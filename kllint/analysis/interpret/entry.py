@@ -12,7 +12,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.definitions import FUNCTION_DEFS, dotted
+from kllint.analysis.outline import FUNCTION_DEFS, dotted
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
