@@ -238,3 +238,34 @@ def test_files_of_one_import_root_share_an_index_and_the_next_root_starts_afresh
     assert indexes.for_file(tmp_path / "alpha" / "losses.py") is not first  # only one root is kept
     indexes.drop()
     assert indexes.for_file(tmp_path / "scripts" / "eval.py") is not other
+
+
+def test_an_entry_read_from_disk_is_the_module_its_importers_load(tmp_path, monkeypatch):
+    """A file checked as an entry and imported by another file of the run is parsed once: one
+    module for both, whichever comes first; a text that is not the file's (stdin, an editor's
+    buffer) or a file shown under another name is always built afresh."""
+    from kllint.analysis.index import ProjectIndex, display_path
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    kl, train = tmp_path / "pkg" / "kl.py", tmp_path / "pkg" / "train.py"
+    kl.write_text("def penalty(logp, ref_logp):\n    return ref_logp - logp\n")
+    train.write_text("from pkg.kl import penalty\n")
+    monkeypatch.chdir(tmp_path)
+    shown = display_path(kl)
+
+    index = ProjectIndex()
+    entry = index.module_for_file(kl.read_text(), kl, shown, from_disk=True)
+    index.module_for_file(train.read_text(), train, display_path(train), from_disk=True)
+    assert index.load("pkg.kl") is entry  # imported after it was checked
+    assert index.module_for_file(kl.read_text(), kl, shown, from_disk=True) is entry  # checked again
+
+    index = ProjectIndex()
+    index.module_for_file(train.read_text(), train, display_path(train), from_disk=True)
+    helper = index.load("pkg.kl")
+    assert index.module_for_file(kl.read_text(), kl, shown, from_disk=True) is helper  # checked after an import
+
+    for text, display, from_disk in ((kl.read_text() + "x = 1\n", shown, False), (kl.read_text(), shown, False),
+                                     (kl.read_text(), str(kl), True)):
+        assert index.module_for_file(text, kl, display, from_disk=from_disk) is not helper
+    assert index.load("pkg.kl") is helper

@@ -103,8 +103,12 @@ class ProjectIndex:
         self._tracked: dict[Path, bool] | None = None
         self._lookups: dict[tuple, tuple] = {}
 
-    def module_for_file(self, text: str, path: Path, display: str, outline: ast.Module | None = None) -> ModuleInfo:
-        """The entry module (always re-built from `text`; `outline` its `ast` tree if parsed already).
+    def module_for_file(self, text: str, path: Path, display: str, outline: ast.Module | None = None,
+                        from_disk: bool = False) -> ModuleInfo:
+        """The entry module (`outline` its `ast` tree if parsed already). `from_disk`: `text` is
+        the file's content on disk, so the entry and the module other files of the run import
+        from it are one module (parsed once, its definitions parsed once), when they are shown
+        under the same name; otherwise it is always built afresh from `text`.
 
         Raises:
             SyntaxError: Python rejects the text.
@@ -115,18 +119,26 @@ class ProjectIndex:
             self._by_path.clear()
             self._at_path.clear()
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
-        info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
         above = _namespace_root(path, root) if path.exists() else None
         if above is not None:
             dotted = ".".join(path.resolve().relative_to(above).with_suffix("").parts)
             if dotted.endswith(".__init__"):
                 dotted = dotted[: -len(".__init__")]
             if dotted != name and "from ." in text:  # relative imports count from the real package
-                info = ModuleInfo.build(text, path, display, dotted, file_id=0, outline=outline)
+                name = dotted
         self._roots = [root] + ([above] if above is not None else [])
         src = root / "src"
         if src.is_dir():
             self._roots.append(src)
+        shared = from_disk and display == display_path(path)
+        key = (path.resolve(), name) if shared else None
+        known = self._by_path.get(key) if key is not None else None
+        if known is not None and known.text == text and known.display == display:
+            return known
+        info = ModuleInfo.build(text, path, display, name, file_id=0, outline=outline)
+        if key is not None:
+            self._by_path[key] = info
+            self._at_path[key[0]] = info
         return info
 
     def loaded(self) -> list[ModuleInfo]:

@@ -141,7 +141,7 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
     gave_up: list[str] = []
     try:
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
-                                 notes=gave_up, budget=settings.time_budget)
+                                 notes=gave_up, from_disk=item.content is None, budget=settings.time_budget)
     except AnalysisStopped as stop:
         note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
         return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "

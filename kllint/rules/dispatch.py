@@ -35,18 +35,19 @@ JUDGES: dict[type, tuple[Callable[[Any, RuleContext], None], ...]] = {
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
                  index: ProjectIndex | None = None, outline: ast.Module | None = None,
-                 notes: list[str] | None = None) -> list[Diagnostic]:
+                 notes: list[str] | None = None, from_disk: bool = False) -> list[Diagnostic]:
     """All diagnostics of one module's source (unfiltered by selection and suppressions).
 
     `outline` is the module's `ast` tree when the caller parsed it already. When `notes` is a
     list, a line is appended to it for each function the analysis abandoned (step budget, depth
-    limit on a path that carries log-probs or KL terms).
+    limit on a path that carries log-probs or KL terms). `from_disk`: `text` is what `path` holds
+    on disk (then the run's other files importing it share its parse, `ProjectIndex.module_for_file`).
 
     Raises:
         SyntaxError: the source does not parse (reported as KL900 by `kllint.pipeline.file`).
     """
     index = index or ProjectIndex()
-    entry = index.module_for_file(text, path, display, outline)
+    entry = index.module_for_file(text, path, display, outline, from_disk=from_disk)
     interpreter = Interpreter(entry, index, getattr(settings, "vocab", None))
     interpreter.run()
     if notes is not None:
