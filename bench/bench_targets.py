@@ -20,7 +20,9 @@ limit and whether it holds. The same files are given to every tool:
 
 ruff and semgrep are installed on first use into a virtual environment of the release cache
 (`KLLINT_RELEASE_CACHE`, default `~/.cache/kllint/releases`, folder `bench-tools/`) from PyPI;
-a tool that cannot be installed is reported as n/a. Nothing is written into the repository.
+a tool that cannot be installed is reported as n/a. Nothing is written into the repository
+but kllint's bytecode (`__pycache__`, as `pip install` writes it: no timed run compiles kllint).
+bench/bench_floors.py gives the least time each target can take on this machine.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_releases import (  # noqa: E402
-    ALL_RELEASES, SEMGREP_RULE, Row, Timed, append_change, best_of, choose_prefilter, combined_folder,
+    ALL_RELEASES, compile_kllint, SEMGREP_RULE, Row, Timed, append_change, best_of, choose_prefilter, combined_folder,
     discovered_files, first_candidate, kllint_command, measure_files, precommit_run, detect_cli,
     release_tree, run_timed,
 )
@@ -195,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest is shown")
     args = parser.parse_args(argv)
+    compile_kllint()
     version = subprocess.run([*kllint_command(), "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{version}; python {sys.version.split()[0]}; cpus {os.cpu_count()}")
     print()
