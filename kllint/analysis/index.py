@@ -141,6 +141,15 @@ class ProjectIndex:
             self._at_path[key[0]] = info
         return info
 
+    def outline_of(self, path: Path, text: str) -> ast.Module | None:
+        """The `ast` tree of the module loaded from `path` when its text is `text` (a file the run
+        checks after another file imported it need not be parsed again), else None."""
+        try:
+            module = self._at_path.get(path.resolve())
+        except (OSError, RuntimeError):
+            return None
+        return module.outline if module is not None and module.text == text else None
+
     def loaded(self) -> list[ModuleInfo]:
         unique = {id(m): m for m in self._by_path.values() if m is not None}
         return list(unique.values())

@@ -119,7 +119,8 @@ def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex |
                       digest)
     # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
     # or not the prefilter lets the file through, and libcst never sees code Python rejects.
-    outline, error = prefilter_module.parse_or_error(text)
+    known = index.outline_of(item.path, text) if index is not None and item.content is None else None
+    outline, error = (known, None) if known is not None else prefilter_module.parse_or_error(text)
     if error is not None:
         return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
                       digest)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 import sys
 from dataclasses import asdict
@@ -63,6 +64,18 @@ def _real_path(path: Path) -> str | None:
         return None
 
 
+def _real_path_memoised(name: str, seen: dict[str, Any]) -> str | None:
+    """`_real_path` of a file, its folder resolved once per run (`seen`): resolving a path
+    looks at every folder above it, and the modules of a project share their folders."""
+    folder, base = os.path.split(name)
+    key = "folder:" + folder
+    if key not in seen:
+        seen[key] = _real_path(Path(folder)) if folder else None
+    if seen[key] is None or base in ("", ".", "..") or os.path.islink(name):
+        return _real_path(Path(name))
+    return os.path.join(seen[key], base)
+
+
 def current_code_digest(path: Path) -> str | None:
     """The code digest of the module file at `path` as the project index would load it; None
     when the index would not load it (too large, undecodable, unparsable) or it is unreadable."""
@@ -92,7 +105,7 @@ def dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = N
         digest, code, real = recorded
         key = "real:" + name
         if key not in seen:
-            seen[key] = _real_path(Path(name))
+            seen[key] = _real_path_memoised(name, seen)
         if seen[key] != real or real is None:
             return False
         if seen[name] == digest:
