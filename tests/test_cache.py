@@ -203,6 +203,32 @@ def test_a_symlinked_helper_pointed_at_another_copy_invalidates_the_importer(pro
     assert "impl_b" in report_json.render(after.diagnostics)
 
 
+def test_a_symlinked_helper_folder_pointed_at_another_copy_invalidates_the_importer(project):
+    # the same for a folder above the helper: its real path is resolved folder by folder
+    for name in ("impl_a", "impl_b"):
+        (project / name).mkdir()
+        (project / name / "__init__.py").write_text("")
+    (project / "impl_a" / "kl.py").write_text(K3_HELPER)
+    (project / "impl_b" / "kl.py").write_text(K3_HELPER + "# the copy for the B runs\n")
+    folder = project / "pkg" / "helpers"
+    try:
+        folder.symlink_to(Path("..") / "impl_a", target_is_directory=True)
+    except OSError:
+        pytest.skip("no symlinks here")
+    (project / "pkg" / "train.py").write_text(TRAIN.replace("from pkg.kl import", "from pkg.helpers.kl import"))
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    _, cache = check(["pkg/train.py"], directory)
+    assert (cache.hits, cache.misses) == (1, 0)
+    folder.unlink()
+    folder.symlink_to(Path("..") / "impl_b", target_is_directory=True)
+    after, cache = check(["pkg/train.py"], directory)
+    fresh, _ = check(["pkg/train.py"], None)
+    assert cache.misses == 1
+    assert report_json.render(after.diagnostics) == report_json.render(fresh.diagnostics)
+    assert "impl_b" in report_json.render(after.diagnostics)
+
+
 def test_a_helper_that_stops_parsing_invalidates_the_importer(project):
     directory = project / CACHE_DIR_NAME
     check(["pkg/train.py"], directory)
