@@ -42,7 +42,8 @@ def make_diagnostic(code: str, path: str, span: Span, message: str = "expected g
     return Diagnostic(code, info.name, info.severity, path, span, message, help=help, trace=trace, fix=fix)
 
 
-def fake_check_source(text: str, display: str, path, settings, index=None, outline=None, notes=None) -> list[Diagnostic]:
+def fake_check_source(text: str, display: str, path, settings, index=None, outline=None, notes=None,
+                      from_disk=False) -> list[Diagnostic]:
     """The fake analysis: findings for the marker calls of `text` (raises SyntaxError if it does not parse)."""
     compile(text, display, "exec")
     found = []
@@ -68,6 +69,7 @@ def fake_analysis(monkeypatch):
 
     monkeypatch.setattr(dispatch, "check_source", fake_check_source)
     monkeypatch.setattr(prefilter, "might_matter", lambda text, vocab=None: True)
+    monkeypatch.setattr(prefilter, "code_might_matter", lambda outline, vocab=None: True)
     return fake_check_source
 
 

@@ -54,6 +54,7 @@ def test_verbose_lists_files_and_notes(project, monkeypatch):
     import kllint.pipeline.prefilter as prefilter
 
     monkeypatch.setattr(prefilter, "might_matter", lambda text, vocab=None: "BAD" in text or "RISKY" in text)
+    monkeypatch.setattr(prefilter, "code_might_matter", lambda outline, vocab=None: True)
     result = run_cli(["check", "--no-cache", "-v", "--output-format", "concise", "pkg"])
     assert "kllint: analysed: pkg/loss.py" in result.stderr
     assert "kllint: skipped by the prefilter: pkg/clean.py" in result.stderr

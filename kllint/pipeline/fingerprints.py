@@ -149,7 +149,8 @@ def implementation_digest(entry_format: str) -> str:
     hasher.update(_IMPLEMENTATION.encode())
     names = ["kllint.rules.dispatch.check_source" if check_source is None
              else f"{check_source.__module__}.{check_source.__qualname__}"]
-    names.append(f"{prefilter.might_matter.__module__}.{prefilter.might_matter.__qualname__}")
+    for test in (prefilter.might_matter, prefilter.code_might_matter):
+        names.append(f"{test.__module__}.{test.__qualname__}")
     for name in names:
         hasher.update(f"\0{name}".encode())
     return hasher.hexdigest()
