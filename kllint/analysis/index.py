@@ -144,6 +144,8 @@ class ProjectIndex:
     def outline_of(self, path: Path, text: str) -> ast.Module | None:
         """The `ast` tree of the module loaded from `path` when its text is `text` (a file the run
         checks after another file imported it need not be parsed again), else None."""
+        if not self._at_path:  # nothing loaded yet: spare resolving the path
+            return None
         try:
             module = self._at_path.get(path.resolve())
         except (OSError, RuntimeError):

@@ -10,10 +10,11 @@ FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def identifiers(node: ast.AST) -> set[str]:
+def identifiers(node: ast.AST, import_parts: bool = False) -> set[str]:
     """The names a piece of code uses: names, attributes, parameters, keywords, definitions, and
     the identifier-like words of its string constants (`batch["ref_logps"]`); not docstrings
-    or comments, which never reach the analysis."""
+    or comments, which never reach the analysis. `import_parts`: also every part of every
+    imported name (`kl_div` of `from m import kl_div as d`), not only the name it binds."""
     found: set[str] = set()
     docstrings = set()
     for item in ast.walk(node):
@@ -33,6 +34,8 @@ def identifiers(node: ast.AST) -> set[str]:
             found.add(item.name)
         elif isinstance(item, ast.alias):
             found.add(item.asname or item.name)
+            if import_parts:
+                found.update(item.name.split("."))
         elif isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings:
             found.update(_WORD.findall(item.value))
     return found

@@ -84,11 +84,7 @@ def code_might_matter(outline: ast.Module, vocab: object | None = None) -> bool:
     by (a definition's identifiers, the imports they alias, the module constants they read) and
     all the names of the module statements it runs, so a module whose code names no KL and no
     reference has none of either: the analysis would run nothing and report nothing."""
-    names = identifiers(outline)
-    for node in ast.walk(outline):
-        if isinstance(node, ast.alias):
-            names.update(node.name.split("."))
-    return names_matter(names, vocab)
+    return names_matter(identifiers(outline, import_parts=True), vocab)
 
 
 def _unescape(match: re.Match[str]) -> str:
