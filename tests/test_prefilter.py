@@ -92,6 +92,11 @@ CODE_NAMES = {
     "a KL API under an alias": ("from torch.nn.functional import kl_div as divergence\n", True),
     "a KL module imported whole": ("import trainer.kl_utils as helpers\n", True),
     "a KL word in an f-string": ('def log(kl):\n    print(f"{kl:.3f}")\n', True),
+    "the reference only in a message": ('def check(cfg):\n    if not cfg.ready:\n'
+                                        '        raise ValueError("the reference model is not loaded")\n', False),
+    "the reference only in a path with spaces": ('URL = "see docs/en/reference/alloc.md for details"\n', False),
+    "a reference key built by an f-string": ('def key(batch, i):\n    return batch[f"ref_logps_{i}"]\n', True),
+    "a KL metric key with a slash": ('def log(metrics, x):\n    metrics["actor/kl"] = x\n', True),
 }
 
 
@@ -102,6 +107,17 @@ def test_the_code_alone_decides_whether_a_file_is_analysed(name):
     assert error is None
     assert might_matter(source)
     assert code_might_matter(outline) is expected
+
+
+def test_a_key_with_whitespace_gives_no_role_so_prose_strings_can_be_skipped():
+    # the prefilter ignores the words of strings with whitespace because the analysis never
+    # reads a role from such a string: a key `"ref logps"` is an opaque tensor, `"ref_logps"` is not
+    from kllint.analysis import roles
+
+    assert roles.logprob_role("ref_logps") == "reference"
+    assert roles.logprob_role("ref logps") is None
+    assert roles.model_role("the reference model") is None
+    assert not roles.is_kl_name("per token kl")
 
 
 def test_code_might_matter_reads_the_configured_reference_names():

@@ -8,12 +8,14 @@ import re
 
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PROSE = re.compile(r"\s")  # a string with whitespace is a message, never a key or a name
 
 
 def identifiers(node: ast.AST, import_parts: bool = False) -> set[str]:
     """The names a piece of code uses: names, attributes, parameters, keywords, definitions, and
-    the identifier-like words of its string constants (`batch["ref_logps"]`); not docstrings
-    or comments, which never reach the analysis. `import_parts`: also every part of every
+    the identifier-like words of its string constants that can be keys or names (`batch["ref_logps"]`,
+    `f"ref_{name}"`, `"actor/kl"`: no whitespace); not docstrings, comments or prose strings
+    (`"see docs/reference.md"`), from which the analysis never reads a role (`roles.tokens`). `import_parts`: also every part of every
     imported name (`kl_div` of `from m import kl_div as d`), not only the name it binds."""
     found: set[str] = set()
     docstrings = set()
@@ -36,7 +38,8 @@ def identifiers(node: ast.AST, import_parts: bool = False) -> set[str]:
             found.add(item.asname or item.name)
             if import_parts:
                 found.update(item.name.split("."))
-        elif isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings:
+        elif (isinstance(item, ast.Constant) and isinstance(item.value, str) and id(item) not in docstrings
+              and not _PROSE.search(item.value)):
             found.update(_WORD.findall(item.value))
     return found
 

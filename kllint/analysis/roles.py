@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+_WHITESPACE = re.compile(r"\s")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sft", "teacher", "prior", "frozen"})
@@ -23,6 +24,10 @@ COMPOUND_SUFFIXES = frozenset({"model", "policy", "net", "logp", "logps", "logpr
 
 @lru_cache(maxsize=4096)
 def tokens(name: str) -> tuple[str, ...]:
+    """The lower-case tokens of a name or key; none for a string with whitespace (a message such
+    as `"the reference model"`, never a key or a name), which therefore gives no role."""
+    if _WHITESPACE.search(name):
+        return ()
     parts = [p.lower() for p in _SPLIT.split(name) if p]
     joined = "_".join(parts)
     # "log_probs", "log_prob", "log_p" -> one token as well
