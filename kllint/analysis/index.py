@@ -27,7 +27,7 @@ def display_path(path: Path) -> str:
 
 def package_root(path: Path) -> tuple[Path, str]:
     """The import root of `path` and its dotted module name (folders with __init__.py)."""
-    root, packages = _package_folders(path.parent)
+    root, packages = package_folders(path.parent)
     parts = [*packages, path.stem] if path.name != "__init__.py" else list(packages)
     return root, ".".join(parts)
 
@@ -42,7 +42,7 @@ def forget_package_roots() -> None:
     _GIVEN.clear()
 
 
-def _package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
+def package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
     """The import root above `folder` and the package names from it down to `folder` (memoised
     per folder: resolving paths is the costly part of a warm run)."""
     given = (os.getcwd(), folder)  # as given (cheaper than making it absolute): seen before?
@@ -83,7 +83,7 @@ def _namespace_root(path: Path, root: Path) -> Path | None:
             return None
         current = current.parent
         if (current / "__init__.py").is_file():
-            return _package_folders(current)[0]
+            return package_folders(current)[0]
     return None
 
 

@@ -137,7 +137,8 @@ class ResultCache:
         self._implementation = implementation_digest(FORMAT)
         self._settings: dict[int, tuple[Settings, str]] = {}
         self._run_digests: dict[str, Any] = {}  # dependency digests, memoised over this run
-        self._packages: dict[Path, tuple[str, str]] = {}  # folder -> (import root, has src), this run
+        self._packages: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # folder -> its package, this run
+        self._real_folders: set[Path] = set()  # entry folders checked not to be symbolic links, this run
 
     @classmethod
     def open(cls, directory: Path) -> "ResultCache | None":
@@ -173,7 +174,7 @@ class ResultCache:
         if not self.enabled:
             return None
         try:
-            entry = _load_entry(self._entry_path(item, settings))
+            entry = _load_entry(self._entry_path(item, settings), self._real_folders)
             raw = read_regular(item.path, MAX_FILE_BYTES)
             digest = hashlib.sha256(raw).hexdigest()
             valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
@@ -241,14 +242,19 @@ def _real_folder(*levels: Path, create: bool = False) -> None:
             raise OSError(f"{level}: not a folder (a symbolic link in the cache is never followed)")
 
 
-def _load_entry(path: Path) -> Any:
-    """The JSON of a cache entry whose first line is the sha256 of the rest.
+def _load_entry(path: Path, checked: set[Path] | None = None) -> Any:
+    """The JSON of a cache entry whose first line is the sha256 of the rest. `checked`: the
+    entry folders already found to be real folders in this run (each is looked at once).
 
     Raises:
         OSError: missing, not a regular file (a symbolic link, a FIFO, a device) or too large.
         ValueError: the digest does not match or the JSON is invalid.
     """
-    _real_folder(path.parent.parent, path.parent)
+    folder = path.parent
+    if checked is None or folder not in checked:
+        _real_folder(folder.parent, folder)
+        if checked is not None:
+            checked.add(folder)
     data = read_regular(path, MAX_ENTRY_BYTES, follow_symlinks=False)
     check, _, body = data.partition(b"\n")
     if hashlib.sha256(body).hexdigest().encode() != check:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import kllint
-from kllint.analysis.index import ProjectIndex, package_root
+from kllint.analysis.index import ProjectIndex, package_folders
 from kllint.config import Settings
 from kllint.pipeline import prefilter
 from kllint.pipeline.prefilter import parse_or_error
@@ -87,37 +87,44 @@ def current_code_digest(path: Path) -> str | None:
     return code_digest(source_lines(text), outline) if error is None else None
 
 
-def dependencies_unchanged(deps: dict[str, Any], seen: dict[str, Any] | None = None) -> bool:
+def dependencies_unchanged(deps: dict[str, Any], seen: dict[Any, Any] | None = None) -> bool:
     """Whether every dependency is unchanged: an absent one still absent, a module file at the
     same real path with the same bytes or, failing that, the same code digest (an edit of its comments or blank lines
-    between statements keeps the results of its importers). `seen` memoises digests over one run,
-    in which files do not change (many files share helpers)."""
+    between statements keeps the results of its importers). `seen` memoises digests and verdicts
+    over one run, in which files do not change (many files share helpers, recorded alike)."""
     seen = {} if seen is None else seen
     for name, recorded in deps.items():
-        if name not in seen:
-            seen[name] = file_digest(Path(name))
-        if recorded is None:
-            if seen[name] is not None:
-                return False
-            continue
-        if not isinstance(recorded, list) or len(recorded) != 3:
-            return False
-        digest, code, real = recorded
-        key = "real:" + name
-        if key not in seen:
-            seen[key] = _real_path_memoised(name, seen)
-        if seen[key] != real or real is None:
-            return False
-        if seen[name] == digest:
-            continue
-        if seen[name] is None or code is None:
-            return False
-        key = "code:" + name
-        if key not in seen:
-            seen[key] = current_code_digest(Path(name))
-        if seen[key] != code:
+        key = (name, tuple(recorded)) if isinstance(recorded, list) else (name, recorded)
+        verdict = seen.get(key)
+        if verdict is None:
+            verdict = seen[key] = _dependency_unchanged(name, recorded, seen)
+        if not verdict:
             return False
     return True
+
+
+def _dependency_unchanged(name: str, recorded: Any, seen: dict[Any, Any]) -> bool:
+    """One dependency of `dependencies_unchanged`: `recorded` as the entry holds it."""
+    if name not in seen:
+        seen[name] = file_digest(Path(name))
+    if recorded is None:
+        return seen[name] is None
+    if not isinstance(recorded, list) or len(recorded) != 3:
+        return False
+    digest, code, real = recorded
+    key = "real:" + name
+    if key not in seen:
+        seen[key] = _real_path_memoised(name, seen)
+    if seen[key] != real or real is None:
+        return False
+    if seen[name] == digest:
+        return True
+    if seen[name] is None or code is None:
+        return False
+    key = "code:" + name
+    if key not in seen:
+        seen[key] = current_code_digest(Path(name))
+    return seen[key] == code
 
 
 _IMPLEMENTATION: str | None = None
@@ -174,13 +181,15 @@ def settings_digest(settings: Settings) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def package_of(path: Path, known: dict[Path, tuple[str, str]] | None = None) -> list[str]:
-    """[import root, dotted module name, whether the root has a `src` folder] of a file; `known`
-    memoises the folder part per folder."""
-    root, name = package_root(path)
-    folder = known.get(path.parent) if known is not None else None
+def package_of(path: Path, known: dict[str, tuple[str, str, tuple[str, ...]]] | None = None) -> list[str]:
+    """[import root, dotted module name, whether the root has a `src` folder] of a file
+    (`kllint.analysis.index.package_root`); `known` memoises the folder part per folder."""
+    parent = os.path.dirname(path)
+    folder = known.get(parent) if known is not None else None
     if folder is None:
-        folder = (str(root), str((root / "src").is_dir()))
+        root, packages = package_folders(path.parent)
+        folder = (str(root), str((root / "src").is_dir()), packages)
         if known is not None:
-            known[path.parent] = folder
-    return [folder[0], name, folder[1]]
+            known[parent] = folder
+    parts = [*folder[2], path.stem] if path.name != "__init__.py" else folder[2]
+    return [folder[0], ".".join(parts), folder[1]]
