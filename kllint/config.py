@@ -366,6 +366,9 @@ class SettingsResolver:
         if self._fixed is not None:
             return self._fixed
         path = Path(path)
+        known = self._by_folder.get(path)  # a folder asked before: no need to look at it again
+        if known is not None:
+            return known
         folder = path if path.is_dir() else path.parent
         if folder not in self._by_folder:
             found = find_config(folder.resolve(), self._config_of)  # resolved once per folder: a costly call

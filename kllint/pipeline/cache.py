@@ -19,6 +19,10 @@ used only when all of these are unchanged:
   that the file imports therefore re-analyses the file; editing only comments or blank lines
   between its statements does not.
 
+Beside the entries, the manifest (`kllint.pipeline.manifest`) lets a warm run skip most of this
+work: a file whose `stat` signature is unchanged (and was not racily new) has its recorded
+sha256 without being read, and a file the prefilter let go is a hit without loading its entry.
+
 The cache never breaks a run: an unreadable, corrupt or foreign entry is a miss; a cache folder
 that cannot be created or written is skipped. Entries are written atomically (a temporary file
 in the same folder, then `os.replace`), so concurrent runs never see half an entry.
@@ -48,6 +52,7 @@ from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
 from kllint.notebook import is_notebook
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.manifest import Manifest
 from kllint.pipeline.fingerprints import dependencies_unchanged, implementation_digest, package_of, settings_digest
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.selection import filter_found
@@ -139,6 +144,7 @@ class ResultCache:
         self._run_digests: dict[str, Any] = {}  # dependency digests, memoised over this run
         self._packages: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # folder -> its package, this run
         self._real_folders: set[Path] = set()  # entry folders checked not to be symbolic links, this run
+        self._manifest: Manifest | None = None
 
     @classmethod
     def open(cls, directory: Path) -> "ResultCache | None":
@@ -169,17 +175,29 @@ class ResultCache:
         key = hashlib.sha256(identity.encode()).hexdigest()
         return self.entries / key[:2] / f"{key}.json"
 
+    @property
+    def manifest(self) -> Manifest:
+        """The digests and prefilter-skipped results of this cache (`kllint.pipeline.manifest`)."""
+        if self._manifest is None:
+            self._manifest = Manifest(self.entries, self._implementation, MAX_FILE_BYTES, MAX_ENTRY_BYTES)
+        return self._manifest
+
     def lookup(self, item: Discovered, settings: Settings):
         """The `Outcome` of an unchanged file, or None (a miss, also for any problem)."""
         if not self.enabled:
             return None
         try:
-            entry = _load_entry(self._entry_path(item, settings), self._real_folders)
-            raw = read_regular(item.path, MAX_FILE_BYTES)
-            digest = hashlib.sha256(raw).hexdigest()
-            valid = (isinstance(entry, dict) and entry.get("implementation") == self._implementation
+            path = self._entry_path(item, settings)
+            manifest = self.manifest
+            digest = manifest.digest(item.path)
+            if manifest.skipped_result(path.name, digest):  # let go by the prefilter: nothing to load
+                self.hits += 1
+                return Outcome([], [], digest=digest, deps={})
+            entry = _load_entry(path, self._real_folders)
+            valid = (digest is not None and isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == package_of(item.path, self._packages)
-                     and isinstance(entry.get("deps"), dict) and dependencies_unchanged(entry["deps"], self._run_digests))
+                     and isinstance(entry.get("deps"), dict)
+                     and dependencies_unchanged(entry["deps"], self._run_digests, manifest.digest))
             if not valid:
                 self.misses += 1
                 return None
@@ -189,6 +207,9 @@ class ResultCache:
             diagnostics = list(found)
             warnings: list[str] = []
             if entry["filtered"]:  # also without findings: KL901 audits the suppressions
+                raw = read_regular(item.path, MAX_FILE_BYTES)
+                if hashlib.sha256(raw).hexdigest() != digest:
+                    raise ValueError("the file changed while it was looked up")
                 diagnostics = filter_found(found, decode_source(raw), item.display, settings, item.path, warnings)
             gave_up = entry.get("gave_up", [])
             if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
@@ -219,8 +240,20 @@ class ResultCache:
             _real_folder(self.entries, target.parent, create=True)
             body = json.dumps(entry, separators=(",", ":")).encode()
             _write_atomic(target, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+            manifest = self.manifest
+            manifest.remember(item.path, outcome.digest)
+            for name, recorded in (outcome.deps or {}).items():
+                if isinstance(recorded, list) and isinstance(recorded[0], str):
+                    manifest.remember(name, recorded[0])
+            if outcome.skipped and not outcome.found and not outcome.deps and not outcome.gave_up:
+                manifest.remember_skipped(target.name, outcome.digest)
         except (OSError, TypeError, ValueError):
             return
+
+    def flush(self) -> None:
+        """Write what this run learnt into the manifest (at the end of a run)."""
+        if self.enabled and self._manifest is not None:
+            self._manifest.save()
 
 
 def _real_folder(*levels: Path, create: bool = False) -> None:

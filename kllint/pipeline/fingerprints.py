@@ -10,7 +10,7 @@ import stat
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import kllint
 from kllint.analysis.index import ProjectIndex, package_folders
@@ -87,26 +87,29 @@ def current_code_digest(path: Path) -> str | None:
     return code_digest(source_lines(text), outline) if error is None else None
 
 
-def dependencies_unchanged(deps: dict[str, Any], seen: dict[Any, Any] | None = None) -> bool:
+def dependencies_unchanged(deps: dict[str, Any], seen: dict[Any, Any] | None = None,
+                           digest_of: Callable[[str], str | None] | None = None) -> bool:
     """Whether every dependency is unchanged: an absent one still absent, a module file at the
     same real path with the same bytes or, failing that, the same code digest (an edit of its comments or blank lines
     between statements keeps the results of its importers). `seen` memoises digests and verdicts
-    over one run, in which files do not change (many files share helpers, recorded alike)."""
+    over one run, in which files do not change (many files share helpers, recorded alike).
+    `digest_of` gives a file's sha256 (default `file_digest`; the cache's manifest knows most)."""
     seen = {} if seen is None else seen
     for name, recorded in deps.items():
         key = (name, tuple(recorded)) if isinstance(recorded, list) else (name, recorded)
         verdict = seen.get(key)
         if verdict is None:
-            verdict = seen[key] = _dependency_unchanged(name, recorded, seen)
+            verdict = seen[key] = _dependency_unchanged(name, recorded, seen, digest_of)
         if not verdict:
             return False
     return True
 
 
-def _dependency_unchanged(name: str, recorded: Any, seen: dict[Any, Any]) -> bool:
+def _dependency_unchanged(name: str, recorded: Any, seen: dict[Any, Any],
+                          digest_of: Callable[[str], str | None] | None) -> bool:
     """One dependency of `dependencies_unchanged`: `recorded` as the entry holds it."""
     if name not in seen:
-        seen[name] = file_digest(Path(name))
+        seen[name] = digest_of(name) if digest_of is not None else file_digest(Path(name))
     if recorded is None:
         return seen[name] is None
     if not isinstance(recorded, list) or len(recorded) != 3:

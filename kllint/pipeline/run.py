@@ -56,7 +56,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
-    per_file = [settings.for_path(item.path) for item in files]
+    per_file = [settings.for_path(item.path.parent) for item in files]  # discovery yields no folder
     outcomes: list[Outcome | None] = [None] * len(files)
 
     def done(position: int, outcome: Outcome) -> None:
@@ -91,6 +91,8 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
                     indexes.drop()
                 done(position, outcome)
 
+    if cache is not None:
+        cache.flush()
     result = RunResult()
     seen: set[tuple] = set()
     for position, (item, outcome) in enumerate(zip(files, outcomes)):

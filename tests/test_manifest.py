@@ -1,0 +1,162 @@
+"""The cache's manifest (kllint.pipeline.manifest): a file's digest from its `stat` signature
+while it is unchanged and not racily new, and the prefilter-skipped files served without their
+entries; whatever is wrong with it is a miss, never a wrong result."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kllint.config import Settings
+from kllint.pipeline import cache as cache_module
+from kllint.pipeline import manifest as manifest_module
+from kllint.pipeline.cache import CACHE_DIR_NAME, ResultCache
+from kllint.pipeline.discovery import discover
+from kllint.pipeline.manifest import Manifest
+from kllint.pipeline.run import run
+from kllint.report import json as report_json
+
+TRAIN = """\
+import torch
+
+
+def loss_fn(logp, ref_logp):
+    log_ratio = ref_logp - logp
+    return (torch.exp(log_ratio) - log_ratio - 1).sum()
+
+
+def step(model, batch):
+    loss_fn(model(batch), batch["ref_logps"]).backward()
+"""
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The files the manifest reads to hash them (its `read_regular`, but for the manifest itself)."""
+    seen: list[str] = []
+    real = manifest_module.read_regular
+
+    def counting(path, limit, follow_symlinks=True):
+        if not os.fspath(path).endswith(manifest_module.NAME):
+            seen.append(os.fspath(path))
+        return real(path, limit, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(manifest_module, "read_regular", counting)
+    return seen
+
+
+def _old_enough(monkeypatch):
+    # every file of a test is seconds old, its change time included (no call can set it back):
+    # a margin below zero makes all of them count as settled
+    monkeypatch.setattr(manifest_module, "RACY_NS", -10**18)
+
+
+def test_a_settled_file_is_read_once_and_then_known_by_its_signature(tmp_path, reads, monkeypatch):
+    _old_enough(monkeypatch)
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    first = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    digest = first.digest(target)
+    first.save()
+    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    assert again.digest(target) == digest
+    assert reads == [str(target)]  # the second run did not read it
+
+
+def test_same_size_edit_is_seen_even_with_the_old_modification_time(tmp_path, reads, monkeypatch):
+    _old_enough(monkeypatch)
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    before = os.stat(target)
+    first = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    old = first.digest(target)
+    first.save()
+    target.write_text("x = 2\n")  # same size; the modification time put back, the change time cannot be
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    new = again.digest(target)
+    assert new != old and len(reads) == 2
+
+
+def test_a_racily_new_file_is_read_again(tmp_path, reads):
+    # written just now: its timestamps are within RACY_NS of the recording, so the row is not
+    # trusted (an edit within the clock's granularity could keep them)
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    assert manifest.digest(target) == manifest.digest(target)
+    assert len(reads) == 2
+
+
+def test_remember_keeps_only_files_settled_before_the_run_started(tmp_path):
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest.remember(target, "0" * 64)  # changed seconds ago: it may have changed after it was read
+    assert str(target) not in manifest.digests
+
+
+def test_nothing_but_regular_files_of_bounded_size_has_a_digest(tmp_path):
+    manifest = Manifest(tmp_path, "impl", 4, 1 << 20)
+    (tmp_path / "big.py").write_text("x = 12345\n")
+    assert manifest.digest(tmp_path / "big.py") is None
+    assert manifest.digest(tmp_path) is None
+    assert manifest.digest(tmp_path / "missing.py") is None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "foreign", "wrong types"])
+def test_a_damaged_manifest_is_ignored(tmp_path, damage, monkeypatch):
+    _old_enough(monkeypatch)
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    good = manifest.digest(target)
+    manifest.remember_skipped("entry", good)
+    manifest.save()
+    path = tmp_path / manifest_module.NAME
+    if damage == "garbage":
+        path.write_bytes(b"\x00garbage")
+    else:
+        import hashlib
+        import json
+
+        body = (json.dumps({"implementation": "impl", "digests": {str(target): [1, 2, 3, 4, 5, "f" * 64]},
+                            "skipped": {"entry": "f" * 64}}) if damage == "foreign"
+                else json.dumps({"implementation": "impl", "digests": {str(target): "x"}, "skipped": []})).encode()
+        path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    assert again.digest(target) == good
+    assert not again.skipped_result("entry", good)
+
+
+def test_skipped_results_belong_to_one_implementation(tmp_path):
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest.remember_skipped("entry", "a" * 64)
+    manifest.save()
+    assert Manifest(tmp_path, "impl", 1 << 20, 1 << 20).skipped_result("entry", "a" * 64)
+    assert not Manifest(tmp_path, "other", 1 << 20, 1 << 20).skipped_result("entry", "a" * 64)
+
+
+def _check(directory):
+    settings = Settings()
+    cache = ResultCache.open(directory)
+    result = run(list(discover(["pkg"], settings)), settings, jobs=1, cache=cache)
+    return report_json.render(result.diagnostics), cache
+
+
+def test_a_skipped_file_is_served_by_the_manifest_and_an_edit_is_analysed(tmp_path, monkeypatch):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(TRAIN)
+    (tmp_path / "pkg" / "util.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.chdir(tmp_path)
+    directory = tmp_path / CACHE_DIR_NAME
+    first, _ = _check(directory)
+    assert '"KL102"' in first
+    for entry in (directory / cache_module.FORMAT).glob("*/*.json"):
+        if b'"found":[]' in entry.read_bytes() and b'"filtered":false' in entry.read_bytes():
+            entry.unlink()  # the skipped file's own entry: the manifest alone serves it
+    second, cache = _check(directory)
+    assert second == first and cache.hits == 2 and cache.misses == 0
+    (tmp_path / "pkg" / "util.py").write_text("def step(logp, ref_logp):\n    (logp - ref_logp).sum().backward()\n")
+    third, cache = _check(directory)
+    assert cache.misses == 1 and third.count('"code"') == first.count('"code"') + 1
