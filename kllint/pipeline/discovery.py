@@ -168,14 +168,20 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
             if notes is not None:
                 notes.append(f"{error.filename}: cannot read folder: {error.strerror or error}; skipped")
 
+        real_folders: dict[str, Path] = {}  # walked folder -> its real path
+        real_roots: dict[Path, Path] = {}
         for folder, dirnames, filenames in os.walk(start, onerror=unreadable):
             here = Path(folder)
-            here_resolved = here.resolve()
+            parent = real_folders.get(os.path.dirname(folder))
+            # os.walk enters no symbolic link, so below a real parent a folder is its child
+            here_resolved = real_folders[folder] = parent / here.name if parent is not None else here.resolve()
             local = settings.for_path(here_resolved)
             spec = _exclude_spec(local)
+            root = local.root or cwd
+            if root not in real_roots:
+                real_roots[root] = root.resolve()
             try:
-                here_rel = None if named_excluded else (
-                    here_resolved.relative_to((local.root or cwd).resolve()).as_posix())
+                here_rel = None if named_excluded else here_resolved.relative_to(real_roots[root]).as_posix()
             except ValueError:
                 here_rel = None
             if local.respect_gitignore:
