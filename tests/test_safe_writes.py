@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kllint.pipeline.manifest import NAME as MANIFEST
 from kllint.report.paths import escape_path, unescape_path
 from test_cli_support import fake_analysis, run_cli, write  # noqa: F401 - fixture
 from test_hostile_files import GOOD, kllint
@@ -20,7 +21,8 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file names, mo
 
 
 def _entries(cache: Path) -> list[Path]:
-    return sorted(cache.rglob("*.json"))
+    """The per-file entries of a cache folder (not the manifest beside them)."""
+    return sorted(p for p in cache.rglob("*.json") if p.name != MANIFEST)
 
 
 def _load(entry: Path) -> dict:
