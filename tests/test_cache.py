@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kllint.pipeline.manifest import NAME as MANIFEST
 from kllint.pipeline import cache as cache_module
 from kllint.pipeline.cache import CACHE_DIR_NAME, TAG_SIGNATURE, ResultCache, default_directory, project_root
 from kllint.cli import cli
@@ -282,7 +283,7 @@ def test_corrupt_and_foreign_entries_are_misses(project):
     data = read_entry(entries[2])
     data["found"] = [{"@": "NotAClass"}]
     write_entry(entries[2], data)  # a valid digest over content that is not a cache entry
-    (directory / cache_module.FORMAT / "manifest.json").unlink()  # it would serve the skipped file
+    (directory / cache_module.FORMAT / MANIFEST).unlink()  # it would serve the skipped file
     second, cache = check(["pkg"], directory)
     assert cache.misses == 3
     assert report_json.render(second.diagnostics) == report_json.render(first.diagnostics)

@@ -88,12 +88,58 @@ def test_a_racily_new_file_is_read_again(tmp_path, reads):
     assert len(reads) == 2
 
 
-def test_remember_keeps_only_files_settled_before_the_run_started(tmp_path):
+def test_a_digest_is_recorded_under_the_signature_taken_before_the_read(tmp_path, monkeypatch):
+    # an editor saving while the run analyses the file: the recorded signature is the one of the
+    # bytes read, so the next run sees a different file and reads it again
+    _old_enough(monkeypatch)
+    target = tmp_path / "a.py"
+    target.write_text("x = 1\n")
+    before = manifest_module.signature_of(target)
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    target.write_text("x = 22\n")  # saved after the run read "x = 1"
+    manifest.remember(target, "stale", before)
+    manifest.save()
+    assert Manifest(tmp_path, "impl", 1 << 20, 1 << 20).digest(target) != "stale"
+
+
+def test_a_path_through_a_symbolic_link_and_dotdot_is_not_its_namesake(tmp_path, monkeypatch):
+    # `pkg/link/../a.py` is `other/a.py` to the system, not `pkg/a.py` as the text reads
+    _old_enough(monkeypatch)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "other" / "x").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "other" / "a.py").write_text("y = 2\n")
+    (tmp_path / "pkg" / "link").symlink_to(tmp_path / "other" / "x")
+    monkeypatch.chdir(tmp_path)
+    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    through = manifest.digest("pkg/link/../a.py")
+    assert through == manifest.digest(tmp_path / "other" / "a.py") != manifest.digest("pkg/a.py")
+
+
+def test_a_read_only_cache_records_nothing_as_settled(tmp_path, monkeypatch):
+    _old_enough(monkeypatch)
+    monkeypatch.setattr(manifest_module, "_reference", lambda entries: None)
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
     manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
-    manifest.remember(target, "0" * 64)  # changed seconds ago: it may have changed after it was read
-    assert str(target) not in manifest.digests
+    manifest.digest(target)
+    assert manifest.digests == {}
+
+
+def test_a_manifest_nested_too_deeply_is_ignored_and_the_run_goes_on(tmp_path, monkeypatch):
+    import hashlib
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(TRAIN)
+    monkeypatch.chdir(tmp_path)
+    directory = tmp_path / CACHE_DIR_NAME
+    first, _ = _check(directory)
+    body = ('{"digests":' + "[" * 100_000 + "]" * 100_000 + "}").encode()
+    (directory / cache_module.FORMAT / manifest_module.NAME).write_bytes(
+        hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    (tmp_path / "pkg" / "train.py").write_text(TRAIN + "\n")  # analysed again, stored again
+    second, cache = _check(directory)
+    assert second == first and cache.misses == 1
 
 
 def test_nothing_but_regular_files_of_bounded_size_has_a_digest(tmp_path):

@@ -241,13 +241,10 @@ class ResultCache:
             body = json.dumps(entry, separators=(",", ":")).encode()
             _write_atomic(target, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
             manifest = self.manifest
-            manifest.remember(item.path, outcome.digest)
-            for name, recorded in (outcome.deps or {}).items():
-                if isinstance(recorded, list) and isinstance(recorded[0], str):
-                    manifest.remember(name, recorded[0])
+            manifest.remember(item.path, outcome.digest, outcome.signature)
             if outcome.skipped and not outcome.found and not outcome.deps and not outcome.gave_up:
                 manifest.remember_skipped(target.name, outcome.digest)
-        except (OSError, TypeError, ValueError):
+        except Exception:  # noqa: BLE001 - a cache must never break a run
             return
 
     def flush(self) -> None:

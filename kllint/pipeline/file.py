@@ -17,6 +17,7 @@ from kllint.notebook import Notebook, NotebookError, is_notebook
 from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
 from kllint.pipeline.discovery import Discovered
 from kllint.pipeline.fingerprints import dependency_digests
+from kllint.pipeline.manifest import signature_of
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.selection import filter_found
 from kllint.pipeline.source import (
@@ -101,6 +102,16 @@ def _read_bounded(item: Discovered) -> "bytes | Outcome":
 
 
 def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
+                    track: bool, prefilter: bool) -> Outcome:
+    # the signature the cache's manifest may record the digest under is taken before the read
+    signature = signature_of(item.path) if track and item.content is None else None
+    outcome = _analyse_source(item, settings, index, track, prefilter)
+    if outcome.digest is not None:
+        outcome.signature = signature
+    return outcome
+
+
+def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex | None",
                     track: bool, prefilter: bool) -> Outcome:
     display = item.display
     raw = _read_bounded(item)

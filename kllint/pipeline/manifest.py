@@ -1,14 +1,17 @@
 """The cache's manifest: what lets a warm run check most files with one `stat` each, instead of
 reading and hashing each file and loading its entry.
 
-One file beside the entries (`manifest.json`, the sha256 of its body on the first line, like
-the entries; written atomically at the end of a run), with two tables:
+One file beside the entries (`kllint-manifest.json`, the sha256 of its body on the first line,
+like the entries; written atomically at the end of a run), with two tables:
 
-- `digests`: absolute path -> [size, mtime_ns, inode, ctime_ns, sha256] of a file, recorded with
-  the time it was recorded. A file whose `stat` still gives the same signature has the recorded
-  sha256 without being read, provided it had not changed for `RACY_NS` before the signature was
-  taken: a file written within the clock's granularity of the recording could keep its
-  timestamps while its bytes change (git's "racily clean" entries are re-hashed alike).
+- `digests`: path as named (absolute, `..` kept: the system resolves it after symbolic links)
+  -> the `stat` signature of the file taken before its bytes were read (device, inode, size,
+  modification and change times), the run's reference time, and the sha256 of those bytes. A file
+  whose `stat` still gives that signature has that sha256 without being read, provided it had
+  not changed for `RACY_NS` before the reference: the start of the run that read it, on the
+  earlier of this machine's clock and the clock that stamps files (a stamp file written in the
+  cache folder), since a file written within the timestamps' granularity of the reading could
+  keep its signature while its bytes change (git's "racily clean" entries are re-hashed alike).
 - `skipped`: cache entry name -> sha256 of the file: the files the prefilter let go, whose
   result depends on nothing but their bytes, the settings (in the entry name) and kllint (the
   manifest's `implementation`). A hit returns their empty result without loading the entry.
@@ -30,22 +33,44 @@ from typing import Any
 from kllint.atomic import replacing
 from kllint.pipeline.source import read_regular
 
-NAME = "manifest.json"
+NAME = "kllint-manifest.json"
+STAMP = "kllint-manifest.stamp"
 RACY_NS = 2_000_000_000  # 2 s: coarser than the timestamps of every common file system
 MAX_ROWS = 500_000  # a larger manifest starts afresh (rows of files long gone)
+
+
+def stat_signature(st: os.stat_result) -> list[int]:
+    """What tells a file's bytes unchanged (with the racy check): device, inode, size, times."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def signature_of(path: str | os.PathLike[str]) -> list[int] | None:
+    """`stat_signature` of a regular file (None for anything else or an error); taken before a
+    file is read, it is the signature its digest may be recorded under."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return stat_signature(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _named(path: str | os.PathLike[str]) -> str:
+    name = os.fspath(path)
+    return name if os.path.isabs(name) else os.path.join(os.getcwd(), name)
 
 
 class Manifest:
     """The digests and prefilter-skipped results of one cache folder (`entries`), for one run.
 
-    `limit` is the largest file whose digest is taken (larger files are never checked).
+    `limit` is the largest file whose digest is taken (larger files are never checked),
+    `max_bytes` the largest manifest read.
     """
 
     def __init__(self, entries: Path, implementation: str, limit: int, max_bytes: int) -> None:
         self.path = entries / NAME
         self.implementation = implementation
         self.limit = limit
-        self.started_ns = time.time_ns()  # a file changed after this may have changed after it was read
+        self.reference_ns = _reference(entries)  # None: nothing new can be recorded as settled
         self._dirty = False
         self.digests: dict[str, list] = {}
         self.skipped: dict[str, str] = {}
@@ -56,8 +81,8 @@ class Manifest:
                 loaded = json.loads(body)
                 if isinstance(loaded, dict):
                     self._adopt(loaded)
-        except (OSError, ValueError):
-            pass
+        except Exception:  # noqa: BLE001 - missing, foreign or hostile (nested too deep): empty
+            self.digests, self.skipped = {}, {}
 
     def _adopt(self, loaded: dict[str, Any]) -> None:
         digests, skipped = loaded.get("digests"), loaded.get("skipped")
@@ -69,38 +94,26 @@ class Manifest:
     def digest(self, path: str | os.PathLike[str]) -> str | None:
         """The sha256 of the file at `path` (None when it is not a readable regular file of at
         most `limit` bytes): from its recorded row while its `stat` signature is unchanged,
-        else read, hashed and recorded."""
-        name = os.path.abspath(path)
-        try:
-            st = os.stat(name)
-        except OSError:
+        else read, hashed and recorded under the signature taken before the read."""
+        name = _named(path)
+        signature = signature_of(name)
+        if signature is None:
             return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        signature = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         row = self.digests.get(name)
-        if (isinstance(row, list) and len(row) == 6 and row[:4] == signature and isinstance(row[5], str)
-                and isinstance(row[4], int) and row[4] - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS):
-            return row[5]
-        recorded = time.time_ns()  # taken after the signature: a later change shows in the signature
+        if (isinstance(row, list) and len(row) == 7 and row[:5] == signature and isinstance(row[5], int)
+                and isinstance(row[6], str) and max(signature[3], signature[4]) < row[5] - RACY_NS):
+            return row[6]
         try:
             digest = hashlib.sha256(read_regular(name, self.limit)).hexdigest()
         except (OSError, RuntimeError):  # also too large or not a regular file (kllint.pipeline.source)
             return None
-        self.digests[name] = [*signature, recorded, digest]
-        self._dirty = True
+        self.remember(name, digest, signature)
         return digest
 
-    def remember(self, path: str | os.PathLike[str], digest: str) -> None:
-        """Record `digest`, taken from the bytes a run read from `path` after it started, if
-        the file's timestamps show it unchanged since well before that (else nothing)."""
-        name = os.path.abspath(path)
-        try:
-            st = os.stat(name)
-        except OSError:
-            return
-        if stat.S_ISREG(st.st_mode) and max(st.st_mtime_ns, st.st_ctime_ns) < self.started_ns - RACY_NS:
-            self.digests[name] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, self.started_ns, digest]
+    def remember(self, path: str | os.PathLike[str], digest: str, signature: list[int] | None) -> None:
+        """Record `digest`, of bytes this run read from `path` after taking its `signature`."""
+        if signature is not None and self.reference_ns is not None:
+            self.digests[_named(path)] = [*signature, self.reference_ns, digest]
             self._dirty = True
 
     def skipped_result(self, entry: str, digest: str | None) -> bool:
@@ -124,5 +137,20 @@ class Manifest:
             with replacing(self.path, sync=False) as handle:
                 handle.write(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
             self._dirty = False
-        except (OSError, TypeError, ValueError):
+        except Exception:  # noqa: BLE001 - a cache must never break a run
             return
+
+
+def _reference(entries: Path) -> int | None:
+    """The start of this run on the clocks that stamp files: the earlier of this machine's clock
+    and the modification time of a stamp file written now in the cache folder (a file server's
+    clock may lag this machine's); None when the stamp cannot be written (a read-only cache)."""
+    now = time.time_ns()
+    stamp = entries / STAMP
+    try:
+        with replacing(stamp, sync=False) as handle:
+            handle.write(b"kllint\n")
+        stamped = os.stat(stamp, follow_symlinks=False).st_mtime_ns
+    except Exception:  # noqa: BLE001
+        return None
+    return min(now, stamped)

@@ -22,7 +22,8 @@ class Outcome:
     only, `warnings` go to stderr unless `-q`, `skipped` says the prefilter let the file go.
     `digest` is the sha256 of the bytes checked (None when unreadable) and `deps` the project
     module files the analysis looked at, each with [sha256, code digest, real path] (None: it must
-    not exist; `kllint.pipeline.fingerprints.dependency_digests`); both only when the run keeps a cache (`track=True`).
+    not exist; `kllint.pipeline.fingerprints.dependency_digests`), `signature` the file's `stat`
+    taken before it was read; all three only when the run keeps a cache (`track=True`).
     """
 
     found: list[Diagnostic]
@@ -31,6 +32,7 @@ class Outcome:
     filtered: bool = False
     digest: str | None = None
     deps: dict[str, list[str | None] | None] | None = None
+    signature: list[int] | None = None  # the file's `stat` before it was read (`kllint.pipeline.manifest`)
     gave_up: list[str] = field(default_factory=list)  # functions the analysis abandoned (`check -v`)
     skipped: bool = False  # skipped by the prefilter (`check -v`)
     file_notes: list[str] = field(default_factory=list)  # remarks on the file for `check -v`

@@ -56,7 +56,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
-    per_file = [settings.for_path(item.path.parent) for item in files]  # discovery yields no folder
+    per_file = [settings.for_path(item.path) for item in files]
     outcomes: list[Outcome | None] = [None] * len(files)
 
     def done(position: int, outcome: Outcome) -> None:
