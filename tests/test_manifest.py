@@ -73,6 +73,8 @@ def test_same_size_edit_is_seen_even_with_the_old_modification_time(tmp_path, re
     first.save()
     target.write_text("x = 2\n")  # same size; the modification time put back, the change time cannot be
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    if os.stat(target).st_ctime_ns == before.st_ctime_ns:
+        pytest.skip("this file system's timestamps are too coarse to tell the two writes apart")
     again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
     new = again.digest(target)
     assert new != old and len(reads) == 2
