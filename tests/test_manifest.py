@@ -45,6 +45,11 @@ def reads(monkeypatch):
     return seen
 
 
+def _manifest(folder, implementation="impl"):
+    """A manifest in `folder` for files of at most 1 MiB."""
+    return Manifest(folder, implementation, 1 << 20, 1 << 20)
+
+
 def _old_enough(monkeypatch):
     # every file of a test is seconds old, its change time included (no call can set it back):
     # a margin below zero makes all of them count as settled
@@ -55,10 +60,10 @@ def test_a_settled_file_is_read_once_and_then_known_by_its_signature(tmp_path, r
     _old_enough(monkeypatch)
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
-    first = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    first = _manifest(tmp_path)
     digest = first.digest(target)
     first.save()
-    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    again = _manifest(tmp_path)
     assert again.digest(target) == digest
     assert reads == [str(target)]  # the second run did not read it
 
@@ -68,14 +73,14 @@ def test_same_size_edit_is_seen_even_with_the_old_modification_time(tmp_path, re
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
     before = os.stat(target)
-    first = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    first = _manifest(tmp_path)
     old = first.digest(target)
     first.save()
     target.write_text("x = 2\n")  # same size; the modification time put back, the change time cannot be
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
     if os.stat(target).st_ctime_ns == before.st_ctime_ns:
         pytest.skip("this file system's timestamps are too coarse to tell the two writes apart")
-    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    again = _manifest(tmp_path)
     new = again.digest(target)
     assert new != old and len(reads) == 2
 
@@ -85,7 +90,7 @@ def test_a_racily_new_file_is_read_again(tmp_path, reads):
     # trusted (an edit within the clock's granularity could keep them)
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     assert manifest.digest(target) == manifest.digest(target)
     assert len(reads) == 2
 
@@ -97,11 +102,11 @@ def test_a_digest_is_recorded_under_the_signature_taken_before_the_read(tmp_path
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
     before = manifest_module.signature_of(target)
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     target.write_text("x = 22\n")  # saved after the run read "x = 1"
     manifest.remember(target, "stale", before)
     manifest.save()
-    assert Manifest(tmp_path, "impl", 1 << 20, 1 << 20).digest(target) != "stale"
+    assert _manifest(tmp_path).digest(target) != "stale"
 
 
 def test_a_path_through_a_symbolic_link_and_dotdot_is_not_its_namesake(tmp_path, monkeypatch):
@@ -113,7 +118,7 @@ def test_a_path_through_a_symbolic_link_and_dotdot_is_not_its_namesake(tmp_path,
     (tmp_path / "other" / "a.py").write_text("y = 2\n")
     (tmp_path / "pkg" / "link").symlink_to(tmp_path / "other" / "x")
     monkeypatch.chdir(tmp_path)
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     through = manifest.digest("pkg/link/../a.py")
     assert through == manifest.digest(tmp_path / "other" / "a.py") != manifest.digest("pkg/a.py")
 
@@ -123,7 +128,7 @@ def test_a_read_only_cache_records_nothing_as_settled(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest_module, "_reference", lambda entries: None)
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     manifest.digest(target)
     assert manifest.digests == {}
 
@@ -157,7 +162,7 @@ def test_a_damaged_manifest_is_ignored(tmp_path, damage, monkeypatch):
     _old_enough(monkeypatch)
     target = tmp_path / "a.py"
     target.write_text("x = 1\n")
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     good = manifest.digest(target)
     manifest.remember_skipped("entry", good)
     manifest.save()
@@ -172,17 +177,17 @@ def test_a_damaged_manifest_is_ignored(tmp_path, damage, monkeypatch):
                             "skipped": {"entry": "f" * 64}}) if damage == "foreign"
                 else json.dumps({"implementation": "impl", "digests": {str(target): "x"}, "skipped": []})).encode()
         path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
-    again = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    again = _manifest(tmp_path)
     assert again.digest(target) == good
     assert not again.skipped_result("entry", good)
 
 
 def test_skipped_results_belong_to_one_implementation(tmp_path):
-    manifest = Manifest(tmp_path, "impl", 1 << 20, 1 << 20)
+    manifest = _manifest(tmp_path)
     manifest.remember_skipped("entry", "a" * 64)
     manifest.save()
-    assert Manifest(tmp_path, "impl", 1 << 20, 1 << 20).skipped_result("entry", "a" * 64)
-    assert not Manifest(tmp_path, "other", 1 << 20, 1 << 20).skipped_result("entry", "a" * 64)
+    assert _manifest(tmp_path).skipped_result("entry", "a" * 64)
+    assert not _manifest(tmp_path, "other").skipped_result("entry", "a" * 64)
 
 
 def _check(directory):

@@ -240,11 +240,10 @@ class ResultCache:
             _real_folder(self.entries, target.parent, create=True)
             body = json.dumps(entry, separators=(",", ":")).encode()
             _write_atomic(target, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
-            manifest = self.manifest
-            manifest.remember(item.path, outcome.digest, outcome.signature)
-            if outcome.skipped and not outcome.found and not outcome.deps and not outcome.gave_up:
-                manifest.remember_skipped(target.name, outcome.digest)
-        except Exception:  # noqa: BLE001 - a cache must never break a run
+            self.manifest.remember(item.path, outcome.digest, outcome.signature)
+            if outcome.skipped:  # nothing found, nothing followed: its bytes alone decide it
+                self.manifest.remember_skipped(target.name, outcome.digest)
+        except (OSError, TypeError, ValueError):
             return
 
     def flush(self) -> None:
