@@ -83,6 +83,10 @@ class Settings:
         """The settings of one file: a plain Settings applies to every file (see SettingsResolver)."""
         return self
 
+    def for_folder(self, folder: Path, real_folder: Path | None = None) -> "Settings":
+        """The settings of one folder (see `SettingsResolver.for_folder`)."""
+        return self
+
 
 def _kind(value: Any) -> str:
     if isinstance(value, list):
@@ -369,11 +373,24 @@ class SettingsResolver:
         known = self._by_folder.get(path)  # a folder asked before: no need to look at it again
         if known is not None:
             return known
-        folder = path if path.is_dir() else path.parent
-        if folder not in self._by_folder:
-            found = find_config(folder.resolve(), self._config_of)  # resolved once per folder: a costly call
-            self._by_folder[folder] = self._for_config(found.resolve() if found else None)
-        return self._by_folder[folder]
+        return self.for_folder(path if path.is_dir() else path.parent)
+
+    def for_folder(self, folder: Path, real_folder: Path | None = None) -> Settings:
+        """The settings that apply to the files of `folder`; `real_folder`, its resolved path
+        when the caller knows it (discovery walks real folders), spares resolving it. Later
+        `for_path` calls for the files of `folder`, as named, are answered from memory.
+
+        Raises:
+            ConfigError: the closest configuration file is invalid.
+        """
+        if self._fixed is not None:
+            return self._fixed
+        known = self._by_folder.get(folder)
+        if known is None:
+            # resolved once per folder: a costly call
+            found = find_config(real_folder or folder.resolve(), self._config_of)
+            known = self._by_folder[folder] = self._for_config(found.resolve() if found else None)
+        return known
 
     def used(self) -> list[Settings]:
         """Every distinct Settings resolved so far (for run-wide reports such as SARIF rules)."""

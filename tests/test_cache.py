@@ -404,3 +404,56 @@ def test_hit_on_a_file_with_an_encoding_cookie(project):
     assert "KL102" in {c for _, _, c in codes(first)}
     second, cache = check(["pkg/train.py"], directory)
     assert cache.hits == 1 and codes(second) == codes(first)
+
+
+def _reads_of(monkeypatch, wanted: Path) -> list[Path]:
+    """Record each read of `wanted` by the cache from now on."""
+    reads: list[Path] = []
+    original = cache_module.read_regular
+
+    def recording(path, *args, **kwargs):
+        if Path(path).resolve() == wanted.resolve():
+            reads.append(Path(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(cache_module, "read_regular", recording)
+    return reads
+
+
+def test_a_hit_on_a_file_without_suppressions_reads_nothing_and_keeps_its_findings(project, monkeypatch):
+    directory = project / CACHE_DIR_NAME
+    first, _ = check(["pkg/train.py"], directory)
+    reads = _reads_of(monkeypatch, project / "pkg" / "train.py")
+    all_codes = Settings(select=("ALL",))  # KL901 audits suppressions: none to audit here
+    for settings in (Settings(), all_codes, Settings(ignore=("KL102",))):
+        result, cache = check(["pkg/train.py"], directory, settings)
+        fresh, _ = check(["pkg/train.py"], None, settings)
+        assert cache.hits == 1 and codes(result) == codes(fresh)
+    assert reads == []
+    assert "KL102" in {c for _, _, c in codes(first)}
+
+
+def test_a_hit_on_a_file_that_names_a_suppression_reads_it_again(project, monkeypatch):
+    directory = project / CACHE_DIR_NAME
+    train = project / "pkg" / "train.py"
+    train.write_text(TRAIN.replace("kld = kl_penalty(logprob, ref_logprob)",
+                                   "kld = kl_penalty(logprob, ref_logprob)  # noqa: KL102"))
+    first, _ = check(["pkg/train.py"], directory)
+    reads = _reads_of(monkeypatch, train)
+    second, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1 and codes(second) == codes(first) and len(reads) == 1
+    assert "KL102" not in {c for _, _, c in codes(second)}
+
+
+def test_an_absent_candidate_module_that_appears_in_a_listed_folder_invalidates(project):
+    # `from pkg.kl import ...` also probes `pkg/kl/__init__.py`; the folders of absent candidates are
+    # listed once per run: a candidate that appears there (here: a module folder) must be seen
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    _, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1
+    (project / "pkg" / "kl.py").rename(project / "pkg" / "old_kl.py")
+    (project / "pkg" / "kl").mkdir()
+    (project / "pkg" / "kl" / "__init__.py").write_text(K1_HELPER)
+    after, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}

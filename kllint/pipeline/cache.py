@@ -206,7 +206,9 @@ class ResultCache:
                 raise TypeError("not a list of diagnostics")
             diagnostics = list(found)
             warnings: list[str] = []
-            if entry["filtered"]:  # also without findings: KL901 audits the suppressions
+            if entry["filtered"] and entry.get("suppressible") is False:  # no suppression: no need to read it
+                diagnostics = filter_found(found, None, item.display, settings, item.path, warnings)
+            elif entry["filtered"]:  # also without findings: KL901 audits the suppressions
                 raw = read_regular(item.path, MAX_FILE_BYTES)
                 if hashlib.sha256(raw).hexdigest() != digest:
                     raise ValueError("the file changed while it was looked up")
@@ -235,6 +237,7 @@ class ResultCache:
                 "filtered": outcome.filtered,
                 "found": _encode(list(outcome.found)),
                 "gave_up": list(outcome.gave_up),
+                "suppressible": outcome.suppressible,
             }
             target = self._entry_path(item, settings)
             _real_folder(self.entries, target.parent, create=True)

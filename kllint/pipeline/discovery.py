@@ -31,6 +31,8 @@ class SettingsSource(Protocol):
 
     def for_path(self, path: Path) -> Settings: ...
 
+    def for_folder(self, folder: Path, real_folder: Path | None = None) -> Settings: ...
+
 
 @dataclass(frozen=True)
 class Discovered:
@@ -139,20 +141,20 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
         kllint.config.ConfigError: when a configuration file met on the way is invalid.
     """
     cwd = (cwd or Path.cwd()).resolve()
-    seen: set[Path] = set()
+    seen: set[str] = set()  # real paths
     for raw in paths:
         start = Path(raw)
         if not os.path.lexists(start):
             raise MissingPathError(f"{raw}: no such file or directory")
         if not start.is_dir():
             resolved = safe_resolve(start)
-            if resolved in seen:
+            if str(resolved) in seen:
                 continue
             if force_exclude:
                 own = settings.for_path(resolved)
                 if is_excluded(start, own, own.root or cwd, is_dir=False):
                     continue
-            seen.add(resolved)
+            seen.add(str(resolved))
             shown = resolved if _is_regular(resolved) else Path(os.path.abspath(start))
             yield Discovered(start, _display(shown, cwd) if not start.is_absolute() else start.as_posix())
             continue
@@ -170,12 +172,14 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
 
         real_folders: dict[str, Path] = {}  # walked folder -> its real path
         real_roots: dict[Path, Path] = {}
+        shown_as_walked = start.is_absolute()
+        cwd_prefix = str(cwd).rstrip("/") + "/"
         for folder, dirnames, filenames in os.walk(start, onerror=unreadable):
             here = Path(folder)
             parent = real_folders.get(os.path.dirname(folder))
             # os.walk enters no symbolic link, so below a real parent a folder is its child
             here_resolved = real_folders[folder] = parent / here.name if parent is not None else here.resolve()
-            local = settings.for_path(here_resolved)
+            local = settings.for_folder(here, here_resolved)
             spec = _exclude_spec(local)
             root = local.root or cwd
             if root not in real_roots:
@@ -191,31 +195,43 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                     ignores.append((here, own_ignore))
             else:
                 ignores = []
+            # the names of this folder, relative to the folders their patterns are relative to
+            below_root = None if here_rel is None else _joiner(here_rel)
+            below_start = _joiner(here.relative_to(start).as_posix()) if here_rel is None else None
+            below_ignores = [(_joiner(here.relative_to(base).as_posix()), ignore) for base, ignore in ignores]
 
             def skipped(name: str, is_dir: bool) -> bool:
                 suffix = "/" if is_dir else ""
-                if here_rel is not None:  # relative to the configuration's folder
-                    rel_to_root = name if here_rel in ("", ".") else f"{here_rel}/{name}"
-                    if spec.match_file(rel_to_root + suffix):
+                if below_root is not None:  # relative to the configuration's folder
+                    if spec.match_file(below_root(name) + suffix):
                         return True
-                elif spec.match_file(name + suffix) or spec.match_file(
-                        (here / name).relative_to(start).as_posix() + suffix):
+                elif spec.match_file(name + suffix) or spec.match_file(below_start(name) + suffix):
                     return True
-                for base, ignore in ignores:
-                    if ignore.match_file((here / name).relative_to(base).as_posix() + suffix):
-                        return True
-                return False
+                return any(ignore.match_file(below(name) + suffix) for below, ignore in below_ignores)
 
             dirnames[:] = sorted(d for d in dirnames if not skipped(d, True))
+            real_here = str(here_resolved).rstrip("/") + "/"
             for name in sorted(filenames):
                 if not name.endswith(PYTHON_SUFFIXES) or skipped(name, False):
                     continue
                 path = here / name
                 # one realpath per folder; a file that is itself a symlink is resolved on its own
                 link = os.path.islink(path)
-                resolved = safe_resolve(path) if link else here_resolved / name
+                resolved = str(safe_resolve(path)) if link else real_here + name
                 if resolved in seen:
                     continue
                 seen.add(resolved)
-                shown = path if link and not _is_regular(resolved) else resolved  # a link to a device: its name
-                yield Discovered(path, _display(shown, cwd) if not start.is_absolute() else path.as_posix())
+                if shown_as_walked:
+                    display = path.as_posix()
+                else:  # the real path relative to the current folder (a link to a device: its name)
+                    shown = str(path) if link and not _is_regular(resolved) else resolved
+                    display = shown[len(cwd_prefix):] if shown.startswith(cwd_prefix) else shown
+                yield Discovered(path, display)
+
+
+def _joiner(folder: str):
+    """A function giving `folder/name` for a name in `folder` (just `name` for `.`)."""
+    if folder in ("", "."):
+        return lambda name: name
+    prefix = folder + "/"
+    return lambda name: prefix + name

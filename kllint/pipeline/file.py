@@ -20,6 +20,7 @@ from kllint.pipeline.fingerprints import dependency_digests
 from kllint.pipeline.manifest import signature_of
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.selection import filter_found
+from kllint.pipeline.suppressions import names_a_suppression
 from kllint.pipeline.source import (
     MAX_FILE_BYTES, FileTooLargeError, NotRegularFileError, decode_source, read_regular,
 )
@@ -175,7 +176,8 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
         deps = dependency_digests(index.tracked_paths(), index)
     warnings: list[str] = []
     return Outcome(found, filter_found(found, text, display, settings, item.path, warnings), filtered=True,
-                   digest=digest, deps=deps, gave_up=gave_up, warnings=warnings)
+                   digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
+                   suppressible=names_a_suppression(text))
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None

@@ -64,6 +64,24 @@ def _real_path(path: Path) -> str | None:
         return None
 
 
+def _may_exist(name: str, seen: dict[str, Any]) -> bool:
+    """Whether `name` may exist: its folder's listing (read once per run, `seen`) holds a name
+    equal to its last part but for case (a file system may ignore case). Most dependencies
+    recorded as absent are import candidates that never existed (`os.py` at a project root),
+    and one listing per folder answers them all instead of one `stat` each."""
+    folder, base = os.path.split(name)
+    key = "listing:" + folder
+    if key not in seen:
+        try:
+            seen[key] = frozenset(entry.casefold() for entry in os.listdir(folder or "."))
+        except (FileNotFoundError, NotADirectoryError):  # no such folder: nothing in it
+            seen[key] = frozenset()
+        except OSError:  # unlistable (no read permission) yet its files may be readable
+            seen[key] = None
+    listing = seen[key]
+    return listing is None or base.casefold() in listing
+
+
 def _real_path_memoised(name: str, seen: dict[str, Any]) -> str | None:
     """`_real_path` of a file, its folder resolved once per run (`seen`): resolving a path
     looks at every folder above it, and the modules of a project share their folders."""
@@ -108,6 +126,8 @@ def dependencies_unchanged(deps: dict[str, Any], seen: dict[Any, Any] | None = N
 def _dependency_unchanged(name: str, recorded: Any, seen: dict[Any, Any],
                           digest_of: Callable[[str], str | None] | None) -> bool:
     """One dependency of `dependencies_unchanged`: `recorded` as the entry holds it."""
+    if recorded is None and not _may_exist(name, seen):
+        return True
     if name not in seen:
         seen[name] = digest_of(name) if digest_of is not None else file_digest(Path(name))
     if recorded is None:

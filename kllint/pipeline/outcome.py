@@ -40,3 +40,4 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     stopped: bool = False
     thread_alive: bool = False
+    suppressible: bool = True

@@ -9,7 +9,7 @@ from pathlib import Path
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.pipeline.suppression_audit import UNUSED_CODE, unknown_codes, unused_suppressions
-from kllint.pipeline.suppressions import Suppressions
+from kllint.pipeline.suppressions import Suppressions, names_a_suppression
 from kllint.rules.registry import select_codes
 
 
@@ -27,17 +27,23 @@ def _per_file_ignored(display: str, settings: Settings, path: Path | None = None
     return ignored
 
 
-def filter_found(found: list[Diagnostic], text: str, display: str, settings: Settings,
+def filter_found(found: list[Diagnostic], text: str | None, display: str, settings: Settings,
                  path: Path | None = None, warnings: list[str] | None = None) -> list[Diagnostic]:
     """Keep the findings of selected codes that no per-file-ignore or inline suppression hides,
     and add KL901 (unused suppressions) when it is selected. `warnings` collects the unknown
-    codes of the suppression comments."""
-    if warnings is not None:
+    codes of the suppression comments. `text` None stands for a text of which
+    `names_a_suppression` is false (the result cache records it): it holds no suppression."""
+    if text is not None and not names_a_suppression(text):
+        text = None
+    if warnings is not None and text is not None:
         warnings.extend(unknown_codes(text, display))
     audit = UNUSED_CODE in settings.active_codes
     if not found and not audit:
         return []
     active = settings.active_codes - _per_file_ignored(display, settings, path)
+    if text is None:
+        kept = [d for d in found if d.code in active]
+        return sorted(kept, key=lambda d: d.sort_key) if audit and UNUSED_CODE in active else kept
     suppressions = Suppressions.parse(text, blanket_noqa=settings.blanket_noqa)
     kept = [d for d in found if d.code in active and not suppressions.hides(d)]
     if audit and UNUSED_CODE in active:

@@ -38,13 +38,17 @@ def _matches(code: str, selectors: set[str]) -> bool:
     return ALL_CODES in selectors or any(code.startswith(sel) for sel in selectors)
 
 
+def names_a_suppression(text: str) -> bool:
+    """Whether `text` names `noqa` or `kllint` in any case: without either it holds no
+    suppression of any kind (blanket or not), so its findings need no suppression pass."""
+    lowered = text.lower()  # two substring searches are far faster than a case-blind regex
+    return "noqa" in lowered or "kllint" in lowered
+
+
 def may_name_kllint(text: str) -> bool:
     """Whether `text` may hold a suppression of a kllint code (a `# noqa:` naming a KL code or
     a `# kllint:` directive); False is certain, True needs the tokenizer."""
-    lowered = text.lower()  # two substring searches are far faster than a case-blind regex
-    if "noqa" not in lowered and "kllint" not in lowered:
-        return False
-    return _MAY_NAME_KLLINT.search(text) is not None
+    return names_a_suppression(text) and _MAY_NAME_KLLINT.search(text) is not None
 
 
 def comments(text: str) -> list[tuple[int, int, str, bool]]:
