@@ -254,18 +254,19 @@ def find_config(start: Path, known: dict[Path, Path | None] | None = None) -> Pa
 
     `known` memoises the answer per folder (the folders of one checkout share their parents).
     """
-    directory = start if start.is_dir() else start.parent
     known = {} if known is None else known
+    folder = start if start in known or start.is_dir() else start.parent
     walked: list[Path] = []
     found: Path | None = None
-    for folder in (directory, *directory.parents):
+    while True:  # from the folder upwards, each parent made only when the one below has none
         if folder in known:
             found = known[folder]
             break
         walked.append(folder)
         found = _config_in(folder)
-        if found is not None:
+        if found is not None or folder.parent == folder:
             break
+        folder = folder.parent
     for folder in walked:
         known[folder] = found
     return found

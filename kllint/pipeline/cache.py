@@ -171,7 +171,8 @@ class ResultCache:
         return known[1]
 
     def _entry_path(self, item: Discovered, settings: Settings) -> Path:
-        identity = json.dumps([os.path.abspath(item.path), item.display, self._settings_digest(settings)])
+        # NUL can be in no path nor display: the joined identity is unambiguous
+        identity = "\0".join((os.path.abspath(item.path), item.display, self._settings_digest(settings)))
         key = hashlib.sha256(identity.encode()).hexdigest()
         return self.entries / key[:2] / f"{key}.json"
 
