@@ -66,6 +66,9 @@ def _module_names(outline: ast.Module) -> set[str]:
 
 def _registering(factory: ast.FunctionDef | ast.AsyncFunctionDef, globals_: set[str]) -> tuple[str, KeySource] | None:
     """(registry, key source) when `factory` stores a parameter into a module-level dict."""
+    if not any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+               and any(_stores_into(target, globals_) for target in node.targets) for node in ast.walk(factory)):
+        return None  # one walk settles most functions: they store nothing into a module-level dict
     outer = [a.arg for a in factory.args.posonlyargs + factory.args.args]
     outer_all = set(outer) | {a.arg for a in factory.args.kwonlyargs}
     if factory.args.vararg is not None:
@@ -82,12 +85,16 @@ def _registering(factory: ast.FunctionDef | ast.AsyncFunctionDef, globals_: set[
             if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Name) or node.value.id not in params:
                 continue
             for target in node.targets:
-                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                        and target.value.id in globals_):
+                if _stores_into(target, globals_):
                     source = _key_source(target.slice, node.value.id, outer, outer_all, loops)
                     if source is not None:
                         return target.value.id, source
     return None
+
+
+def _stores_into(target: ast.expr, globals_: set[str]) -> bool:
+    """Whether an assignment target is an item of a module-level name (`REGISTRY[key]`)."""
+    return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in globals_
 
 
 def _key_source(key: ast.expr, func_param: str, outer: list[str], outer_all: set[str],
