@@ -62,6 +62,17 @@ def _target(path: Path, option: str) -> tuple[str, int]:
     return target, stat.S_IMODE(st.st_mode)
 
 
+def check_target(path: Path | str, option: str) -> None:
+    """Check, before a run, that `path` can be written as `open_output` will write it (a
+    missing folder is created now): a bad report path is an error before any analysis, not
+    after the findings were printed.
+
+    Raises:
+        OutputFileError: the folder cannot be created, or the path is not a regular file.
+    """
+    _target(Path(path), option)
+
+
 @contextlib.contextmanager
 def open_output(path: Path | str, option: str) -> Iterator[TextIO]:
     """A UTF-8 text handle (newlines as written) whose content replaces `path` atomically when

@@ -116,7 +116,18 @@ def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
         check_usage(options.paths, options.stdin_filename, options.add_noqa)
     except StdinUsageError as exc:
         raise UsageError(str(exc)) from None
-    return [parse_report(value) for value in options.reports]
+    reports = [parse_report(value) for value in options.reports]
+    from kllint.outfiles import OutputFileError, check_target
+
+    targets = [(path, "--report") for _fmt, path in reports]
+    if options.write_baseline:
+        targets.append((Path(options.write_baseline), "--write-baseline"))
+    try:  # before the analysis: a path that cannot be written must not cost a whole run first
+        for path, option in targets:
+            check_target(path, option)
+    except OutputFileError as exc:
+        raise UsageError(str(exc)) from None
+    return reports
 
 
 def _discover(options: CheckOptions, resolver: SettingsResolver,

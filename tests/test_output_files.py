@@ -69,6 +69,20 @@ def test_a_folder_as_the_path_is_one_line_exit_2(project, option, args, code):
     assert line.endswith("out: is a folder, not a file")
 
 
+@pytest.mark.parametrize("option,args,code", WRITERS[1:], ids=[w[0] for w in WRITERS[1:]])
+def test_a_path_that_cannot_be_written_stops_the_run_before_any_analysis(project, monkeypatch, option, args, code):
+    import kllint.rules.dispatch as dispatch
+
+    analysed: list[str] = []
+    original = dispatch.check_source
+    monkeypatch.setattr(dispatch, "check_source", lambda text, display, *a, **k: analysed.append(display)
+                        or original(text, display, *a, **k))
+    (project / "out").mkdir()
+    result = _check(args("out"))
+    _one_line_error(result, option)
+    assert result.stdout == "" and analysed == []  # not a whole run first, then the error
+
+
 @posix_only
 @pytest.mark.parametrize("option,args,code", WRITERS, ids=[w[0] for w in WRITERS])
 def test_existing_file_keeps_its_mode_and_a_link_is_followed(project, option, args, code):
