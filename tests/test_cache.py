@@ -457,3 +457,32 @@ def test_an_absent_candidate_module_that_appears_in_a_listed_folder_invalidates(
     (project / "pkg" / "kl" / "__init__.py").write_text(K1_HELPER)
     after, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8 needs a byte-named file system")
+def test_a_file_whose_name_is_not_utf8_is_cached(project):
+    odd = os.fsdecode(b"pkg/tr\xffin.py")
+    shutil.copy(project / "pkg" / "train.py", odd)
+    directory = project / CACHE_DIR_NAME
+    first, cache = check([odd], directory)
+    assert cache.misses == 1 and "KL102" in {c for _, _, c in codes(first)}
+    second, cache = check([odd], directory)
+    assert cache.hits == 1 and codes(second) == codes(first)
+
+
+def test_an_absent_module_with_a_non_ascii_name_is_looked_up_whatever_the_listing_says(project, monkeypatch):
+    # a file system may store `café.py` decomposed (macOS) and still find it under the composed
+    # name Python imports: a listing cannot tell, so such a name is looked up itself
+    import unicodedata
+
+    from kllint.pipeline import fingerprints
+
+    (project / "pkg" / "train.py").write_text(TRAIN.replace("from pkg.kl import", "from pkg.café import"))
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    (project / "pkg" / "café.py").write_text(K1_HELPER)
+    listdir = os.listdir
+    monkeypatch.setattr(fingerprints.os, "listdir",
+                        lambda folder: [unicodedata.normalize("NFD", name) for name in listdir(folder)])
+    after, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}

@@ -173,7 +173,8 @@ class ResultCache:
     def _entry_path(self, item: Discovered, settings: Settings) -> Path:
         # NUL can be in no path nor display: the joined identity is unambiguous
         identity = "\0".join((os.path.abspath(item.path), item.display, self._settings_digest(settings)))
-        key = hashlib.sha256(identity.encode()).hexdigest()
+        # surrogateescape: a file name that is not UTF-8 reaches Python with lone surrogates
+        key = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
         return self.entries / key[:2] / f"{key}.json"
 
     @property

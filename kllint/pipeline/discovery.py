@@ -173,7 +173,7 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
         real_folders: dict[str, Path] = {}  # walked folder -> its real path
         real_roots: dict[Path, Path] = {}
         shown_as_walked = start.is_absolute()
-        cwd_prefix = str(cwd).rstrip("/") + "/"
+        cwd_prefix = os.path.join(str(cwd), "")  # with one trailing separator
         for folder, dirnames, filenames in os.walk(start, onerror=unreadable):
             here = Path(folder)
             parent = real_folders.get(os.path.dirname(folder))
@@ -210,7 +210,7 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                 return any(ignore.match_file(below(name) + suffix) for below, ignore in below_ignores)
 
             dirnames[:] = sorted(d for d in dirnames if not skipped(d, True))
-            real_here = str(here_resolved).rstrip("/") + "/"
+            real_here = os.path.join(str(here_resolved), "")
             for name in sorted(filenames):
                 if not name.endswith(PYTHON_SUFFIXES) or skipped(name, False):
                     continue
@@ -225,8 +225,13 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                     display = path.as_posix()
                 else:  # the real path relative to the current folder (a link to a device: its name)
                     shown = str(path) if link and not _is_regular(resolved) else resolved
-                    display = shown[len(cwd_prefix):] if shown.startswith(cwd_prefix) else shown
+                    display = _posix(shown[len(cwd_prefix):] if shown.startswith(cwd_prefix) else shown)
                 yield Discovered(path, display)
+
+
+def _posix(path: str) -> str:
+    """`path` with forward slashes (as `Path.as_posix`)."""
+    return path if os.sep == "/" else path.replace(os.sep, "/")
 
 
 def _joiner(folder: str):

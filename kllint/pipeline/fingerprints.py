@@ -68,8 +68,12 @@ def _may_exist(name: str, seen: dict[str, Any]) -> bool:
     """Whether `name` may exist: its folder's listing (read once per run, `seen`) holds a name
     equal to its last part but for case (a file system may ignore case). Most dependencies
     recorded as absent are import candidates that never existed (`os.py` at a project root),
-    and one listing per folder answers them all instead of one `stat` each."""
+    and one listing per folder answers them all instead of one `stat` each. A name that is not
+    ASCII may exist under another Unicode normalisation or case folding than Python's (macOS,
+    Windows): only a `stat` can tell."""
     folder, base = os.path.split(name)
+    if not base.isascii():
+        return True
     key = "listing:" + folder
     if key not in seen:
         try:
