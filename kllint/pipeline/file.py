@@ -175,9 +175,10 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)
     warnings: list[str] = []
-    return Outcome(found, filter_found(found, text, display, settings, item.path, warnings), filtered=True,
-                   digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
-                   suppressible=names_a_suppression(text))
+    suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"
+    return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
+                   filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
+                   suppressible=suppressible)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None

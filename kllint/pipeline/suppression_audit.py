@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kllint.diagnostics import Diagnostic, Fix, Span
 from kllint.rules.registry import BY_CODE
-from kllint.pipeline.suppressions import FILE_IGNORE, IGNORE, NOQA, comments, may_name_kllint
+from kllint.pipeline.suppressions import FILE_IGNORE, IGNORE, NOQA, comments, may_name_kllint, names_a_suppression
 
 UNUSED_CODE = "KL901"
 _TOKEN = re.compile(r"[^\s,]+")
@@ -43,8 +43,7 @@ def _is_kllint_selector(code: str) -> bool:
 
 def directives(text: str) -> list[Directive]:
     """The suppression directives of `text`, in order (none when it names neither noqa nor kllint)."""
-    lowered = text.lower()
-    if "noqa" not in lowered and "kllint" not in lowered:
+    if not names_a_suppression(text):
         return []
     found = comments(text)
     comment_lines = {number for number, _column, _comment, alone in found if alone}
