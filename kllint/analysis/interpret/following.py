@@ -55,8 +55,7 @@ class Calls:
         if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
             return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
-        args = [self.eval(a.value, frame) for a in node.args if a.keyword is None and a.star == ""]
-        kwargs = {a.keyword.value: self.eval(a.value, frame) for a in node.args if a.keyword is not None}
+        args, kwargs = self.call_arguments(node, frame)
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
@@ -93,6 +92,31 @@ class Calls:
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))
         return join(*options)
+
+    def call_arguments(self, node: cst.Call, frame: Frame) -> tuple[list[Value], dict[str, Value]]:
+        """The positional and keyword values of a call. `**d` of a dict the analysis built (literal
+        string keys, the same keys on every branch) passes its entries as keywords; any other `**`
+        passes nothing the analysis can name. `*seq` has a length the analysis does not know (a
+        list built by `append` is one joined element), so it and every positional argument after
+        it bind no parameter by position: the callee reads those parameters by name, as it does
+        a parameter the call leaves out."""
+        args: list[Value] = []
+        kwargs: dict[str, Value] = {}
+        placed = True
+        for arg in node.args:
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = self.eval(arg.value, frame)
+            elif arg.star == "**":
+                for key, value in _unpacked_keywords(self.eval(arg.value, frame)):
+                    kwargs.setdefault(key, value)
+            elif arg.star == "*":
+                self.eval(arg.value, frame)
+                placed = False
+            elif placed:
+                args.append(self.eval(arg.value, frame))
+            else:
+                self.eval(arg.value, frame)
+        return args, kwargs
 
     def call(self, func: Value, args: list[Value], kwargs: dict[str, Value], node: cst.Call, frame: Frame) -> Value:
         return calls.dispatch(self, func, args, kwargs, node, frame)
@@ -252,6 +276,16 @@ class Calls:
             else:
                 options.append(option)
         return join(*options)
+
+
+def _unpacked_keywords(value: Value) -> list[tuple[str, Value]]:
+    """The keyword arguments `**value` passes: the keys every alternative of `value` holds (each
+    a dict with literal string keys), each with the join of its values; none otherwise."""
+    options = alternatives(value)
+    if not options or not all(isinstance(o, Mapping) for o in options):
+        return []
+    common = [key for key, _ in options[0].items if all(o.get(key) is not None for o in options[1:])]
+    return [(key, join(*(o.get(key) for o in options))) for key in dict.fromkeys(common) if key.isidentifier()]
 
 
 def _signature_of(values: list[Value]) -> tuple | None:
