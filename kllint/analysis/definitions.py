@@ -52,7 +52,7 @@ class LazyClass:
     def method_names(self) -> list[str]:
         return list(self._methods)
 
-    def method_identifiers(self, name: str) -> set[str]:
+    def method_identifiers(self, name: str) -> frozenset[str]:
         return identifiers(self._methods[name])
 
     def method_calls(self, name: str) -> frozenset[str]:
@@ -104,7 +104,7 @@ class _LazyNames:
         self._sites[name] = site
         self._outlines[name] = outline
 
-    def identifiers(self, name: str) -> set[str]:
+    def identifiers(self, name: str) -> frozenset[str]:
         return identifiers(self._outlines[name])
 
     def calls(self, name: str) -> frozenset[str]:

@@ -12,11 +12,28 @@ classified in `kllint.analysis.coefficients`, both with the numeric identity tes
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 
 import sympy as sp
 
 from kllint.analysis.bounded import substitute_in_order
+
+
+def _in_order(facts: list[str]) -> None:
+    """Sorts the names of the facts in place (see below)."""
+    facts.sort()
+
+
+# sympy shuffles, at random, the order in which it asks the facts that could settle an assumption
+# (`is_positive`), to expose inconsistent handlers in its own tests. The order never changes the
+# answer of a consistent handler, but a random one (or the order of a set of strings, which
+# changes with the hash seed) makes two runs differ in time and, were a handler inconsistent, in
+# findings; the shuffle also costs about 2 % of the analysis. Sorted, the order is the same in
+# every run and every worker.
+_SYMPY_ASSUMPTIONS = importlib.import_module("sympy.core.assumptions")  # `sympy.core.assumptions` is a function
+if callable(getattr(_SYMPY_ASSUMPTIONS, "shuffle", None)):
+    _SYMPY_ASSUMPTIONS.shuffle = _in_order
 
 LP = sp.Symbol("logp", real=True)
 LPD = sp.Symbol("logp_detached", real=True)

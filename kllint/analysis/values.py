@@ -7,7 +7,7 @@ that depends on a branch (if/else, mode strings from config).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from contextvars import ContextVar
 from functools import cached_property
 from typing import Any, Callable
@@ -101,7 +101,18 @@ class Tensor:
     reduced: Reduced | None = field(default=None, compare=False, hash=False)  # a pure estimate's first reduction
 
     def with_(self, **changes: Any) -> "Tensor":
-        return replace(self, **changes)
+        """A copy with `changes` (field name -> value), as `dataclasses.replace` makes it, without
+        its per-call inspection of the fields (tensors are copied at most operations)."""
+        unknown = changes.keys() - _TENSOR_FIELDS
+        if unknown:
+            raise TypeError(f"Tensor has no field {sorted(unknown)[0]!r}")
+        copy = object.__new__(Tensor)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+
+
+_TENSOR_FIELDS = frozenset(f.name for f in fields(Tensor))
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,18 @@ def sign_of(expr: sp.Expr) -> int:
     """1 or -1 when sympy's assumptions prove `expr` positive or negative, else 0. A product with
     a symbol that may be zero is neither, which sympy takes long to find out (most coefficients
     are products of opaque real values)."""
+    sign = _SIGNS.get(expr)
+    if sign is None:
+        if len(_SIGNS) > 20_000:
+            _SIGNS.clear()
+        sign = _SIGNS[expr] = _sign_of(expr)
+    return sign
+
+
+_SIGNS: dict[sp.Expr, int] = {}
+
+
+def _sign_of(expr: sp.Expr) -> int:
     factors = expr.args if expr.is_Mul else (expr,)
     if any(factor.is_Symbol and factor.is_zero is not False for factor in factors):
         return 0

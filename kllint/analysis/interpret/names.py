@@ -12,7 +12,7 @@ import sympy as sp
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.definitions import LazyClass, class_methods
 from kllint.analysis.module import ModuleInfo, dotted_name
-from kllint.analysis.symbolic import LP, LPD, OLD, REF, symbols_of
+from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
     ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
 )
@@ -25,7 +25,7 @@ class Names:
         name = node.value
         if name in frame.env:
             value = frame.env[name]
-            if isinstance(value, Tensor) and value.expr in (LP, LPD, REF, OLD):
+            if isinstance(value, Tensor) and value.expr in ROLE_SYMBOLS:
                 self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(_text(value.expr))
             return value
         if frame.closure is not None and name in frame.closure:
