@@ -22,7 +22,7 @@ COMPOUND_PREFIXES = ("reference", "ref", "old")
 COMPOUND_SUFFIXES = frozenset({"model", "policy", "net", "logp", "logps", "logprob", "logprobs", "lp", "lps"})
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def tokens(name: str) -> tuple[str, ...]:
     """The lower-case tokens of a name or key; none for a string with whitespace (a message such
     as `"the reference model"`, never a key or a name), which therefore gives no role."""
@@ -47,15 +47,18 @@ def _has(name: str, vocabulary: frozenset[str]) -> bool:
     return any(t in vocabulary for t in tokens(name))
 
 
+@lru_cache(maxsize=16384)  # asked of the same names at every step of the interpreter
 def is_logprob_name(name: str) -> bool:
     toks = tokens(name)
     return any(t in LOGPROB_TOKENS for t in toks) or any(t.endswith("logprobs") or t.endswith("logps") for t in toks)
 
 
+@lru_cache(maxsize=16384)
 def is_logits_name(name: str) -> bool:
     return any(t in ("logit", "logits") for t in tokens(name))
 
 
+@lru_cache(maxsize=16384)
 def logprob_role(name: str) -> str | None:
     """`reference`, `old` or `policy` for a log-prob-like name; None otherwise."""
     if not is_logprob_name(name) and name.lower() not in ("ref", "reference", "pi_ref", "base", "old"):
@@ -83,6 +86,7 @@ ACTION_VERBS = frozenset({"init", "initialize", "initialise", "setup", "build", 
                           "unwrap", "run", "configure"})
 
 
+@lru_cache(maxsize=16384)
 def model_role(name: str) -> str | None:
     """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None
     (also for an action led by a verb that does not end with a network: `init_model_parallel`)."""
@@ -110,11 +114,13 @@ def is_backbone_attribute(attr: str) -> bool:
     return attr in BACKBONE_ATTRIBUTES
 
 
+@lru_cache(maxsize=16384)
 def is_mask_name(name: str) -> bool:
     # `completion_segmentation`: a segment-id array, zero on padding, used as a 0/1 mask (JAX trainers)
     return any(t in ("mask", "masks", "attention_mask", "segmentation") or t.endswith("mask") for t in tokens(name))
 
 
+@lru_cache(maxsize=16384)
 def is_kl_name(name: str) -> bool:
     """A name for a KL estimate (`kl`, `per_token_kl`, `kls`), not a coefficient or config."""
     toks = tokens(name)
@@ -125,6 +131,7 @@ def is_kl_name(name: str) -> bool:
 OUTPUT_TOKENS = frozenset({"output", "outputs", "out", "outs", "preds", "predictions", "forward", "fwd"})
 
 
+@lru_cache(maxsize=16384)
 def is_output_name(name: str) -> bool:
     """A container of a model forward's results (`output["log_probs"]`, `outputs.logprobs`): its
     log-probs carry the gradient, unlike those read from a batch of stored rollouts."""
@@ -143,6 +150,7 @@ PREFERENCE_TOKENS = frozenset({"chosen", "rejected", "margin", "margins", "impli
 RETURN_SINK_TOKENS = frozenset({"return", "returns", "advantage", "advantages", "adv", "advs", "ret", "rets", "gae"})
 
 
+@lru_cache(maxsize=16384)
 def sink_kind(name: str) -> str | None:
     """`returns` for return/advantage names (coefficients of the score function), `rewards` for
     reward names (later turned into returns), else None. A grouping qualifier names no sink:
