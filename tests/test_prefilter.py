@@ -89,8 +89,22 @@ CODE_NAMES = {
     "a KL word as a name": ("def step(logp, ref_logp):\n    return logp - ref_logp\n", True),
     "a reference key in a string": ('def step(batch):\n    return batch["ref_logps"]\n', True),
     "an escaped reference key": ('def step(batch):\n    return batch["\\x72ef_logps"]\n', True),
-    "a KL API under an alias": ("from torch.nn.functional import kl_div as divergence\n", True),
-    "a KL module imported whole": ("import trainer.kl_utils as helpers\n", True),
+    "a KL API under an alias": ("from torch.nn.functional import kl_div as divergence\n\n\n"
+                                "def loss(p, q):\n    return divergence(p, q)\n", True),
+    "a KL module imported whole": ("import trainer.kl_utils as helpers\n\n\n"
+                                   "def loss(p, q):\n    return helpers.penalty(p, q)\n", True),
+    "a KL API imported and never used": ("from torch.nn.functional import kl_div as divergence\n\n\n"
+                                         "def loss(p, q):\n    return p - q\n", False),
+    "a reference-named constant a function reads": ('KEY = "ref_logps"\n\n\ndef read(batch):\n'
+                                                    '    return batch[KEY]\n', True),
+    "a reference-named constant nothing reads": ('KEY = "ref_logps"\n\n\ndef read(batch):\n'
+                                                 '    return batch["logps"]\n', True),
+    "the reference only in a configuration class's fields": (
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass Config:\n"
+        "    ref_model: str = ''\n    kl_coef: float = 0.1\n", False),
+    "the reference in a configuration class's method": (
+        "class Config:\n    def check(self):\n        return self.ref_model\n", True),
+    "the reference in a top-level statement": ("ref_logps = load()\n", True),
     "a KL word in an f-string": ('def log(kl):\n    print(f"{kl:.3f}")\n', True),
     "the reference only in a message": ('def check(cfg):\n    if not cfg.ready:\n'
                                         '        raise ValueError("the reference model is not loaded")\n', False),

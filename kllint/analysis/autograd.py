@@ -14,6 +14,7 @@ from typing import Any
 
 import libcst as cst
 
+from kllint.analysis.outline import called_names
 from kllint.analysis.outline import dotted as _dotted
 from kllint.analysis.module import ModuleInfo
 
@@ -283,6 +284,15 @@ def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
     return cached
 
 
+def _called_anywhere(module: ModuleInfo) -> frozenset[str]:
+    """The names the module calls anywhere (`kllint.analysis.outline.called_names`, from the walk
+    the prefilter made of its definitions); cached on the module."""
+    cached = module.__dict__.get("_autograd_called")
+    if cached is None:
+        cached = module.__dict__["_autograd_called"] = called_names(module.outline)
+    return cached
+
+
 def _methods(module: ModuleInfo) -> frozenset[int]:
     """Ids of the module's method definitions (functions defined in a class body)."""
     cached = module.__dict__.get("_autograd_methods")
@@ -304,6 +314,8 @@ def callers_without_grad(module: ModuleInfo, name: str, method: bool = False, de
     if (name, method) in memo:
         return memo[(name, method)]
     memo[(name, method)] = False  # while in progress (recursion)
+    if name not in _called_anywhere(module):
+        return False  # never called, or used otherwise: no caller settles it (and no walk of the module)
     uses = _name_uses(module).get(name, [])
     result = bool(uses)
     for line, is_call in uses:

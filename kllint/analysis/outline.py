@@ -20,28 +20,38 @@ def identifiers(node: ast.AST, import_parts: bool = False) -> frozenset[str]:
 
     The answer for a definition (function or class) is kept on its node: the prefilter's walk of
     a module answers the entry points' questions about each of its definitions."""
-    names, parts = _identifiers_and_import_parts(node)
+    names, parts, _ = _outline_of(node)
     return names | parts if import_parts else names
+
+
+def called_names(node: ast.AST) -> frozenset[str]:
+    """The names a piece of code calls, `name(...)` or `x.name(...)` (`self.name(...)`), however
+    the call is laid out over lines; nested definitions and decorators count, strings, comments
+    and docstrings do not. Read in the same walk as `identifiers` (and kept with it)."""
+    return _outline_of(node)[2]
 
 
 _KEPT = "_kllint_identifiers"
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_Outline = tuple[frozenset[str], frozenset[str], frozenset[str]]  # names, import parts, called names
 
 
-def _identifiers_and_import_parts(root: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
+def _outline_of(root: ast.AST) -> _Outline:
     kept = root.__dict__.get(_KEPT)
     if kept is not None:
         return kept
     found: set[str] = set()
     parts: set[str] = set()
+    called: set[str] = set()
     docstrings: set[int] = set()
     stack = [root]
     while stack:
         item = stack.pop()
         if item is not root and isinstance(item, _DEFINITIONS):
-            inner, inner_parts = _identifiers_and_import_parts(item)
+            inner, inner_parts, inner_called = _outline_of(item)
             found |= inner
             parts |= inner_parts
+            called |= inner_called
             continue
         body = getattr(item, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
@@ -51,6 +61,12 @@ def _identifiers_and_import_parts(root: ast.AST) -> tuple[frozenset[str], frozen
             found.add(item.id)
         elif isinstance(item, ast.Attribute):
             found.add(item.attr)
+        elif isinstance(item, ast.Call):
+            func = item.func
+            if isinstance(func, ast.Name):
+                called.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                called.add(func.attr)
         elif isinstance(item, ast.arg):
             found.add(item.arg)
         elif isinstance(item, ast.keyword) and item.arg:
@@ -69,10 +85,58 @@ def _identifiers_and_import_parts(root: ast.AST) -> tuple[frozenset[str], frozen
                 stack.append(value)
             elif isinstance(value, list):
                 stack.extend(child for child in value if isinstance(child, ast.AST))
-    result = (frozenset(found), frozenset(parts))
+    result = (frozenset(found), frozenset(parts), frozenset(called))
     if isinstance(root, _DEFINITIONS):
         root.__dict__[_KEPT] = result
     return result
+
+
+def entry_names(module: ast.Module) -> list[frozenset[str]]:
+    """The names each piece of a module that the analysis may run is chosen by: every top-level
+    function and every method of a top-level class (also inside top-level `if`/`try` blocks) and
+    every other top-level statement but imports, each with what its names reach as the entry
+    points of `kllint.analysis.interpret.entry` read them: the parts of a module-level import it
+    uses (`kl_div` of `from m import kl_div as d`) and the identifiers of the module constants it
+    reads. A superset of what the entry points ask, so a module none of whose pieces names a KL
+    or the reference runs nothing: its findings are none, whatever the rest of its code names
+    (a configuration class whose fields name the reference model)."""
+    imports: dict[str, set[str]] = {}
+    constants: dict[str, set[str]] = {}
+    units: list[frozenset[str]] = []
+
+    def collect(statements: list[ast.stmt]) -> None:  # mirrors `ModuleInfo._collect`
+        for statement in statements:
+            if isinstance(statement, FUNCTION_DEFS):
+                units.append(identifiers(statement))
+            elif isinstance(statement, ast.ClassDef):
+                units.extend(identifiers(item) for item in statement.body if isinstance(item, FUNCTION_DEFS))
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    imports.setdefault(bound, set()).update(alias.name.split("."))
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        constants.setdefault(target.id, set()).update(identifiers(statement))
+            elif isinstance(statement, (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try))):
+                collect(statement.body)
+                collect(statement.orelse)
+                for handler in getattr(statement, "handlers", ()):
+                    collect(handler.body)
+                collect(getattr(statement, "finalbody", []))
+
+    collect(module.body)
+    units.extend(identifiers(statement) for statement in module.body
+                 if not isinstance(statement, (*FUNCTION_DEFS, ast.ClassDef, ast.Import, ast.ImportFrom)))
+    expanded = []
+    for names in units:
+        seen = set(names)
+        for name in names:
+            seen.update(imports.get(name, ()))
+            seen.update(constants.get(name, ()))
+        expanded.append(frozenset(seen))
+    return expanded
 
 
 def dotted(node: ast.expr) -> str | None:
@@ -85,12 +149,3 @@ def dotted(node: ast.expr) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
-
-
-def called_names(node: ast.AST) -> frozenset[str]:
-    """The names a piece of code calls, `name(...)` or `x.name(...)` (`self.name(...)`), however
-    the call is laid out over lines; nested definitions and decorators count, strings, comments
-    and docstrings do not."""
-    return frozenset(item.func.id if isinstance(item.func, ast.Name) else item.func.attr
-                     for item in ast.walk(node)
-                     if isinstance(item, ast.Call) and isinstance(item.func, (ast.Name, ast.Attribute)))

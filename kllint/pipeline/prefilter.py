@@ -19,7 +19,7 @@ import re
 import unicodedata
 
 from kllint.analysis import roles
-from kllint.analysis.outline import identifiers
+from kllint.analysis.outline import entry_names
 
 # `base`, `init`, `initial` and `prior` read as reference words only next to a log-prob or
 # model word (`base_logp`, `init_model`): `__init__`, `BaseModel` and `base` are everywhere
@@ -76,15 +76,15 @@ def might_matter(text: str, vocab: object | None = None) -> bool:
 
 
 def code_might_matter(outline: ast.Module, vocab: object | None = None) -> bool:
-    """`names_matter` for the identifiers of the code alone (`kllint.analysis.outline.identifiers`:
-    names, attributes, parameters, keywords and the words of string constants, not comments or
-    docstrings), with every part of every imported name (`from m import kl_div as d`).
+    """`names_matter` for the names of a piece of the module's code the analysis may run
+    (`kllint.analysis.outline.entry_names`: a function, a method or a top-level statement, with
+    the imports it uses and the module constants it reads; names, attributes, parameters,
+    keywords and the words of string constants, not comments or docstrings).
 
     These are all the names the entry points of `kllint.analysis.interpret.entry` are chosen
-    by (a definition's identifiers, the imports they alias, the module constants they read) and
-    all the names of the module statements it runs, so a module whose code names no KL and no
-    reference has none of either: the analysis would run nothing and report nothing."""
-    return names_matter(identifiers(outline, import_parts=True), vocab)
+    by and all the names of the module statements it runs, so a module none of whose pieces
+    names a KL or the reference has neither: the analysis would run nothing and report nothing."""
+    return any(names_matter(names, vocab) for names in entry_names(outline))
 
 
 def _unescape(match: re.Match[str]) -> str:

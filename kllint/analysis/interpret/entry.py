@@ -12,7 +12,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.outline import FUNCTION_DEFS, dotted
+from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
@@ -158,6 +158,8 @@ class EntryPoints:
         `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
         (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
         targets: set[str] = set()
+        if GRAD_NAMES.isdisjoint(identifiers(self.entry.outline, import_parts=True)):
+            return targets  # a transform is always named by its last part, in the code or an import
         for node in self.entry.outline_nodes(ast.Call, *FUNCTION_DEFS):
             if isinstance(node, ast.Call):
                 transform = self._grad_transform(node.func)
