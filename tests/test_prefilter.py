@@ -151,6 +151,18 @@ def test_a_file_naming_kl_only_in_comments_never_loads_the_analysis(tmp_path):
     assert _json([tmp_path / "notes.py"], prefilter=False) == "[]\n"
 
 
+def test_a_configuration_class_naming_the_reference_is_skipped_and_reports_what_its_analysis_does(tmp_path):
+    source, expected = CODE_NAMES["the reference only in a configuration class's fields"]
+    assert expected is False
+    (tmp_path / "config.py").write_text(source)
+    probe = ("import sys\nfrom kllint.api import check_paths\nfrom kllint.config import Settings\n"
+             f"result = check_paths([{str(tmp_path / 'config.py')!r}], Settings())\n"
+             "print(len(result.diagnostics), 'sympy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "False"]
+    assert _json([tmp_path / "config.py"], prefilter=False) == "[]\n"
+
+
 def test_configured_reference_names_pass_the_prefilter():
     text = "def loss(logp, anchor_lp):\n    return (anchor_lp - logp).mean()\n"
     assert not might_matter(text)
