@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kllint.analysis.definitions import LazyClass, LazyConstants, LazyDefinitions, Site
-from kllint.analysis.outline import FUNCTION_DEFS, identifiers
+from kllint.analysis.outline import FUNCTION_DEFS, identifiers, top_level_statements
 from kllint.diagnostics import Span
 from kllint.guard import guarded_parse_module
 from kllint.pipeline.prefilter import parse_or_error
@@ -266,10 +266,17 @@ class ModuleInfo:
             found = self._nodes_of[kinds] = [node for node in self._walk_order if isinstance(node, kinds)]
         return found
 
-    def _collect(self, statements: list[ast.stmt], block: Site | None = None) -> None:
-        """Index top-level statements; `block`: the `if`/`try` statement they are guarded by (its
-        branches are alternatives: the first definition of a name among them is kept)."""
-        for statement in statements:
+    def _collect(self, statements: list[ast.stmt]) -> None:
+        """Index top-level statements, also those of top-level `if`/`try` blocks
+        (`outline.top_level_statements`: a block's branches are alternatives, so the first
+        definition of a name among them is kept, and a constant's site is the whole block)."""
+        blocks: dict[int, Site] = {}
+        for statement, guard in top_level_statements(statements):
+            block = None
+            if guard is not None:
+                block = blocks.get(id(guard))
+                if block is None:
+                    block = blocks[id(guard)] = Site.of(guard, self.lines)
             if isinstance(statement, FUNCTION_DEFS):
                 if block is None or statement.name not in self.functions:
                     self.functions.add(statement.name, Site.of(statement, self.lines), statement)
@@ -297,15 +304,6 @@ class ModuleInfo:
                     for target in targets:
                         if isinstance(target, ast.Name) and (block is None or target.id not in self.constants):
                             self.constants.add(target.id, block or Site.of(statement, self.lines), statement)
-            elif isinstance(statement, (ast.If, ast.Try)):
-                # `if TYPE_CHECKING:`, guarded imports, `except ImportError:` fallbacks
-                outer = block or Site.of(statement, self.lines)
-                branches = [statement.body, statement.orelse]
-                if isinstance(statement, ast.Try):
-                    branches[1:1] = [handler.body for handler in statement.handlers]
-                    branches.append(statement.finalbody)
-                for branch in branches:
-                    self._collect(branch, outer)
 
     def _resolve_from(self, node: ast.ImportFrom) -> str | None:
         return self.resolve_from(node.module or "", node.level)

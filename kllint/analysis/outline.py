@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Iterator
 
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -91,42 +92,50 @@ def _outline_of(root: ast.AST) -> _Outline:
     return result
 
 
+def top_level_statements(statements: list[ast.stmt], block: ast.stmt | None = None
+                         ) -> Iterator[tuple[ast.stmt, ast.stmt | None]]:
+    """The statements of a module body that define its top-level names, each with the outermost
+    `if`/`try` block it sits in (None at the top): the blocks' branches are read as alternatives
+    (`if TYPE_CHECKING:`, guarded imports, `except ImportError:` fallbacks), in source order."""
+    for statement in statements:
+        if isinstance(statement, (ast.If, ast.Try)):
+            branches = [statement.body, statement.orelse]
+            if isinstance(statement, ast.Try):
+                branches[1:1] = [handler.body for handler in statement.handlers]
+                branches.append(statement.finalbody)
+            for branch in branches:
+                yield from top_level_statements(branch, block or statement)
+        else:
+            yield statement, block
+
+
 def entry_names(module: ast.Module) -> list[frozenset[str]]:
     """The names each piece of a module that the analysis may run is chosen by: every top-level
-    function and every method of a top-level class (also inside top-level `if`/`try` blocks) and
-    every other top-level statement but imports, each with what its names reach as the entry
-    points of `kllint.analysis.interpret.entry` read them: the parts of a module-level import it
-    uses (`kl_div` of `from m import kl_div as d`) and the identifiers of the module constants it
-    reads. A superset of what the entry points ask, so a module none of whose pieces names a KL
-    or the reference runs nothing: its findings are none, whatever the rest of its code names
-    (a configuration class whose fields name the reference model)."""
+    function and every method of a top-level class (as `kllint.analysis.module.ModuleInfo`
+    indexes them, `top_level_statements`) and every other top-level statement but imports, each
+    with what its names reach as the entry points of `kllint.analysis.interpret.entry` read
+    them: the parts of a module-level import it uses (`kl_div` of `from m import kl_div as d`)
+    and the identifiers of the module constants it reads. A superset of what the entry points
+    ask, so a module none of whose pieces names a KL or the reference runs nothing: its findings
+    are none, whatever the rest of its code names (a configuration class whose fields name the
+    reference model)."""
     imports: dict[str, set[str]] = {}
     constants: dict[str, set[str]] = {}
     units: list[frozenset[str]] = []
-
-    def collect(statements: list[ast.stmt]) -> None:  # mirrors `ModuleInfo._collect`
-        for statement in statements:
-            if isinstance(statement, FUNCTION_DEFS):
-                units.append(identifiers(statement))
-            elif isinstance(statement, ast.ClassDef):
-                units.extend(identifiers(item) for item in statement.body if isinstance(item, FUNCTION_DEFS))
-            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-                for alias in statement.names:
-                    bound = alias.asname or alias.name.split(".")[0]
-                    imports.setdefault(bound, set()).update(alias.name.split("."))
-            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
-                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                for target in targets:
-                    if isinstance(target, ast.Name):
-                        constants.setdefault(target.id, set()).update(identifiers(statement))
-            elif isinstance(statement, (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try))):
-                collect(statement.body)
-                collect(statement.orelse)
-                for handler in getattr(statement, "handlers", ()):
-                    collect(handler.body)
-                collect(getattr(statement, "finalbody", []))
-
-    collect(module.body)
+    for statement, _ in top_level_statements(module.body):
+        if isinstance(statement, FUNCTION_DEFS):
+            units.append(identifiers(statement))
+        elif isinstance(statement, ast.ClassDef):
+            units.extend(identifiers(item) for item in statement.body if isinstance(item, FUNCTION_DEFS))
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                imports.setdefault(bound, set()).update(alias.name.split("."))
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    constants.setdefault(target.id, set()).update(identifiers(statement))
     units.extend(identifiers(statement) for statement in module.body
                  if not isinstance(statement, (*FUNCTION_DEFS, ast.ClassDef, ast.Import, ast.ImportFrom)))
     expanded = []
