@@ -25,7 +25,7 @@ import pytest
 import sympy as sp
 
 from kllint.analysis.coefficients import Coefficient, classify_coefficient
-from kllint.analysis.estimators import ESTIMATOR_TEMPLATES, classify_value
+from kllint.analysis.estimators import ESTIMATOR_TEMPLATES, EstimatorMatch, classify_value
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp, SymbolTable
 
 D = LP - REF  # the log-ratio d
@@ -81,6 +81,8 @@ ROWS = [
     Row("k1 scaled: 0.1 * (logp - ref)", lambda t: sp.Float(0.1) * D, "k1", 0.1, "constant"),
     Row("k1 detached", lambda t: detach(D), "k1", 1, "none"),
     Row("k1 summed over tokens", lambda t: _sum(t, D), "k1", 1, "constant"),
+    Row("k1 plus a constant: logp - ref + 1", lambda t: D + 1, "k1", 1, "constant"),
+    Row("k1 minus a constant: 0.5 * (logp - ref) - 2", lambda t: sp.Rational(1, 2) * D - 2, "k1", 0.5, "constant"),
     Row("k1 + k2: constant offset vanishes", lambda t: D + K2, None, None, "reverse"),
     Row("no reference: logp - old", lambda t: LP - OLD, None, None, "constant"),
     Row("no reference: exp(logp - old)", lambda t: W, None, None, "constant", weighted=True),
@@ -113,6 +115,8 @@ ROWS = [
     Row("k3 clamped after exp", lambda t: Clamp(sp.exp(ND)) - 1 - ND, "k3", 1, "forward"),
     Row("k3 masked mean over tokens", lambda t: _sum(t, K3), "k3", 1, "forward"),
     Row("k3 detached", lambda t: detach(K3), "k3", 1, "none"),
+    Row("k3 without its - 1: exp(-d) + d", lambda t: sp.exp(ND) + D, "k3", 1, "forward"),
+    Row("k3 without its - 1, doubled: 2 * (r - log r)", lambda t: 2 * (R - sp.log(R)), "k3", 2, "forward"),
     Row("k3 with its exp on the rollout log-prob", lambda t: sp.exp(REF - OLD) - 1 - ND, "k3", 1, "constant"),
     # --- other estimators: not KL gradients ------------------------------------------------------
     Row("abs(logp - ref)", lambda t: sp.Abs(D), "abs", 1, "other"),
@@ -227,6 +231,15 @@ def test_each_template_is_its_own_estimator(name: str, template: sp.Expr) -> Non
     match = classify_value(template, table)
     assert match is not None and match.name == name and match.scale == pytest.approx(1.0)
     assert classify_value(-3 * template, table).scale == pytest.approx(-3.0)
+
+
+def test_a_constant_offset_is_named_and_only_then() -> None:
+    # the offset changes neither a loss gradient nor a reward's expected score-function gradient
+    table = SymbolTable()
+    assert classify_value(sp.exp(ND) + D, table) == EstimatorMatch("k3", pytest.approx(1.0), offset=True)
+    assert classify_value(sp.exp(D) - 1, table).offset
+    assert not classify_value(K3, table).offset
+    assert classify_value(D + table.fresh("beta", positive=True), table) is None  # not a constant
 
 
 def test_the_templates_are_the_documented_estimators() -> None:

@@ -241,6 +241,8 @@ class Algebra:
         if op == "-" and b.kind == "log_normaliser":
             result = self.binary(op, a, b.with_(kind=None), anchor)
             return result.with_(space="logprob") if a.kind is None and a.space in ("logits", None) else result
+        if op == "-" and b.kind == "vocab_max" and a.space == "logits" and self._same_distribution(a, b):
+            return a  # softmax is invariant to a per-row shift of the logits (the stable log-softmax)
         if op == "*" and b.kind == "mask" and a.kind != "mask":
             return a
         if op == "*" and a.kind == "mask" and b.kind != "mask":
@@ -278,6 +280,12 @@ class Algebra:
         expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+
+    def _same_distribution(self, a: Tensor, b: Tensor) -> bool:
+        """`b` depends on the log-probs of the same policies as `a`, detached or not."""
+        def policies(t: Tensor) -> frozenset:
+            return frozenset(LP if s == LPD else s for s in self.table.role_symbols(t.expr))
+        return bool(policies(b)) and policies(b) <= policies(a)
 
     def _weighted_detached_estimate(self, op: str, a: Tensor, b: Tensor) -> bool:
         """`ratio * stopgrad(kl)`: a KL estimate without gradient times a live factor that does

@@ -64,7 +64,9 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
             if func.name in FORWARD_METHODS:
-                return forward(it, func.obj, node, frame)
+                # Flax `module.apply(variables, x)`: the weights passed decide whose forward it is
+                weights = model_argument([argument(args, kwargs, 0, "variables")]) if func.name == "apply" else None
+                return forward(it, weights or func.obj, node, frame)
             if literal_value(argument(args, kwargs, 0, "method_name", "method")) in FORWARD_METHODS:
                 # remote dispatch by name: `group.async_run_method_batch(method_name="forward", ...)`
                 return forward(it, func.obj, node, frame)

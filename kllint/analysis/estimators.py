@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from kllint.analysis.bounded import substitute_in_order
-from kllint.analysis.numeric import proportional
+from kllint.analysis.numeric import affine, proportional
 from kllint.analysis.symbolic import LOGRATIO, LP, ON_POLICY, REF, SymbolTable, strip_clamps
 
 _D = LOGRATIO
@@ -23,10 +23,14 @@ ESTIMATOR_TEMPLATES: tuple[tuple[str, sp.Expr], ...] = (
 
 @dataclass(frozen=True)
 class EstimatorMatch:
-    """A recognised estimator: its name and the constant factor (`value = scale * template`)."""
+    """A recognised estimator: its name, the constant factor and the constant offset
+    (`value = scale * template + offset`). An offset changes neither the gradient of a loss nor,
+    in expectation, the score-function gradient of a reward (E[grad log pi] = 0): k3 written
+    without its `- 1` is still k3 to every rule."""
 
     name: str
     scale: float
+    offset: bool = False
 
 
 def on_policy_value(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
@@ -49,4 +53,8 @@ def classify_value(expr: sp.Expr, table: SymbolTable) -> EstimatorMatch | None:
         scale = proportional(value, template)
         if scale is not None:
             return EstimatorMatch(name, scale)
+    for name, template in ESTIMATOR_TEMPLATES:
+        scale = affine(value, template)
+        if scale is not None:
+            return EstimatorMatch(name, scale, offset=True)
     return None

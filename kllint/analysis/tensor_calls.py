@@ -276,6 +276,10 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return algebra.reduce(obj, "sum", frame.call_stack + (anchor,))
     if name in fw.CUMULATIVE:
         return algebra.reduce(obj, "rtg", frame.call_stack + (anchor,))
+    if name in ("max", "amax") and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
+        found = vocabulary_max(it, obj, name)
+        if found is not None:
+            return found
     if name == "logsumexp" and obj.space == "logits":
         # the log-softmax normaliser: logits and log-probs share a role, `logits - lse` is log-probs
         return it.algebra.number(0).with_(kind="log_normaliser")
@@ -289,6 +293,20 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return obj
     tensors = [obj] + [a for a in args if isinstance(a, Tensor)]
     return algebra.opaque_call(name, tensors)
+
+
+def vocabulary_max(it: InterpreterLike, t: Tensor, name: str) -> Tensor | None:
+    """`x.max(-1)` over the vocabulary axis of a distribution (`kind="vocab_max"`; its `.values`
+    and `[0]` are the tensor itself). Of log-probs or probabilities it is the value of the most
+    likely token, as a gather of that token. Of logits it is a per-row constant: subtracted from
+    the same logits (`logits - logits.max(-1, keepdim=True).values`, the stable log-softmax) it
+    leaves the distribution unchanged (`Algebra.binary`), otherwise it is opaque. None for
+    anything else (a maximum over tokens of per-token values)."""
+    if t.space == "logits":
+        return it.algebra.opaque_call(name, [t]).with_(kind="vocab_max")
+    if t.space in ("logprob", "prob") and t.vocab:
+        return t.with_(vocab=False, kind="vocab_max")
+    return None
 
 
 def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:

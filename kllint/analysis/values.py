@@ -84,7 +84,8 @@ class Tensor:
 
     `anchor`: where the KL-relevant (pure) expression was last formed; `trace`: earlier steps;
     `space`: `logprob`, `prob`, `logits` or None (for kl_div input checks); `kind`: `count` for a
-    sum of a mask (a positive normaliser), `mask` for a mask; `vocab`: has a vocabulary axis.
+    sum of a mask (a positive normaliser), `mask` for a mask, `vocab_max` for a maximum over the
+    vocabulary axis (`tensor_calls.vocabulary_max`); `vocab`: has a vocabulary axis.
     `call_sites`: call sites the value crossed on its way back to the caller (innermost first).
     `assumed`: the policy role comes from a name (a parameter `logp`), so its gradient is assumed.
     `trace` holds `Formed` steps; `reduced`: where the (still pure) estimate was first reduced.

@@ -269,4 +269,5 @@ def estimator_words(term: KLTerm) -> str:
     """The estimate in words: `k3 (exp(ref - logp) - (ref - logp) - 1)`."""
     if term.estimator is None:
         return "a KL estimate"
-    return ESTIMATOR_WORDS.get(term.estimator.name, term.estimator.name)
+    words = ESTIMATOR_WORDS.get(term.estimator.name, term.estimator.name)
+    return f"{words} plus a constant" if term.estimator.offset else words

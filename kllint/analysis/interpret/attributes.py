@@ -67,8 +67,10 @@ class Attributes:
         if isinstance(base, Tensor):
             if attr in ("data",):
                 return self.algebra.detach(base)
-            if attr in ("T", "mT", "real", "logits", "log_probs", "logprobs"):
+            if attr in ("T", "mT", "real", "logits", "log_probs", "logprobs") or (attr == "values" and base.kind == "vocab_max"):
                 return base
+            if attr == "indices" and base.kind == "vocab_max":
+                return self.algebra.opaque(attr)
             if attr in ("shape", "dtype", "device", "ndim", "grad", "requires_grad", "is_cuda"):
                 return Unknown(attr)
             if self.algebra.has_roles(base.expr) or base.kind or attr in fw.REDUCTIONS or attr in fw.IDENTITY:
@@ -167,6 +169,8 @@ class Attributes:
                                              detached_source=not roles.is_output_name(stem(base.expr)))
                 if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
                     return keyed
+            if base.kind == "vocab_max" and isinstance(key, Literal) and key.value == 1:
+                return self.algebra.opaque("indices")  # `(values, indices)` of `x.max(-1)`
             return base
         if isinstance(base, Model):
             return base
