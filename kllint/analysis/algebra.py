@@ -243,6 +243,8 @@ class Algebra:
             return result.with_(space="logprob") if a.kind is None and a.space in ("logits", None) else result
         if op == "-" and b.kind == "vocab_max" and a.space == "logits" and self._same_distribution(a, b):
             return a  # softmax is invariant to a per-row shift of the logits (the stable log-softmax)
+        if op == "/" and b.kind == "partition" and a.kind == "exp_logits" and self._same_distribution(a, b):
+            return a.with_(space="prob", vocab=True, kind=None)  # exp(logits) / sum(exp(logits)): the softmax
         if op == "*" and b.kind == "mask" and a.kind != "mask":
             return a
         if op == "*" and a.kind == "mask" and b.kind != "mask":

@@ -229,8 +229,11 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return obj
     if name in fw.EXP:
         space = "prob" if obj.space == "logprob" else None
-        return algebra.unary(obj, sp.exp, anchor).with_(space=space)
+        # exp of logits: the unnormalised probabilities, whose sum over the vocabulary is the partition function
+        return algebra.unary(obj, sp.exp, anchor).with_(space=space, kind="exp_logits" if obj.space == "logits" else None)
     if name in fw.LOG:
+        if obj.kind == "partition":  # log of the partition function: the log-softmax normaliser
+            return it.algebra.number(0).with_(kind="log_normaliser")
         space = "logprob" if obj.space == "prob" else None
         return algebra.unary(obj, sp.log, anchor).with_(space=space)
     if name == "expm1":
@@ -269,6 +272,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
             dim = literal_value(argument(args, kwargs, 0, "dim", "axis"))
             if dim not in (-1, None):
                 return obj  # an average over the batch keeps the distribution
+        if obj.kind == "exp_logits" and name in ("sum", "nansum") and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
+            return algebra.reduce(obj, "sum", frame.call_stack + (anchor,)).with_(kind="partition")
         if obj.vocab and it.algebra.table.is_pure(obj.expr) and name == "sum":
             summed = vocabulary_kl(it, obj, node, frame)
             if summed is not None:
