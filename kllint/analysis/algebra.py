@@ -20,6 +20,7 @@ from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
 COMPRESS_OPS = 40
+EPSILON_BOUND = 1e-3  # a positive constant below this added to a probability is a numerical floor
 _UNKNOWN = object()
 
 
@@ -245,6 +246,10 @@ class Algebra:
             return a  # softmax is invariant to a per-row shift of the logits (the stable log-softmax)
         if op == "/" and b.kind == "partition" and a.kind == "exp_logits" and self._same_distribution(a, b):
             return a.with_(space="prob", vocab=True, kind=None)  # exp(logits) / sum(exp(logits)): the softmax
+        if op == "+" and (a.space == "prob") != (b.space == "prob"):
+            prob, other = (a, b) if a.space == "prob" else (b, a)
+            if other.expr.is_number and 0 < other.expr < EPSILON_BOUND:
+                return self.clamp(prob, anchor)  # `p + 1e-8` inside a log: a floor, as `p.clamp(min=1e-8)`
         if op == "*" and b.kind == "mask" and a.kind != "mask":
             return a
         if op == "*" and a.kind == "mask" and b.kind != "mask":

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kllint.analysis.values import Literal, Unknown, Value
+from kllint.analysis.values import Literal, Mapping, Sequence, Unknown, Value
 
 # methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
 STRING_METHODS = frozenset({"endswith", "startswith", "lower", "upper", "strip", "rstrip", "lstrip", "removesuffix",
                             "removeprefix", "replace"})
+# views of a dict the analysis built (`losses.values()`)
+MAPPING_VIEWS = frozenset({"values", "items", "keys"})
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,12 @@ def string_method(text: str, name: str, args: list[Value]) -> Value:
         return Literal(getattr(text, name)(*(a.value for a in args)))
     except (TypeError, ValueError):
         return Unknown(name)
+
+
+def mapping_view(mapping: Mapping, name: str) -> Value:
+    """`d.values()`, `d.items()` or `d.keys()` of a dict with literal string keys, as a tuple."""
+    if name == "values":
+        return Sequence(tuple(value for _, value in mapping.items))
+    if name == "keys":
+        return Sequence(tuple(Literal(key) for key, _ in mapping.items))
+    return Sequence(tuple(Sequence((Literal(key), value)) for key, value in mapping.items))

@@ -13,7 +13,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
-from kllint.analysis.callables import BoundMethod, KLDivModule, UnresolvedAttribute, string_method
+from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.module import dotted_name
@@ -60,6 +60,8 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
     if isinstance(func, BoundMethod):
         if isinstance(func.obj, Literal):
             return string_method(func.obj.value, func.name, args)
+        if isinstance(func.obj, Mapping) and func.name in MAPPING_VIEWS:
+            return mapping_view(func.obj, func.name)
         if isinstance(func.obj, Tensor):
             return tensor_method(it, func.obj, func.name, args, kwargs, node, frame)
         if isinstance(func.obj, Model):
@@ -70,6 +72,9 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
             if literal_value(argument(args, kwargs, 0, "method_name", "method")) in FORWARD_METHODS:
                 # remote dispatch by name: `group.async_run_method_batch(method_name="forward", ...)`
                 return forward(it, func.obj, node, frame)
+            if func.name == "backward" and args:  # a DeepSpeed engine: `model_engine.backward(loss)`
+                it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, dotted_name(node.func) or func.name)
+                return Unknown("backward")
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
             return Unknown(func.name)
@@ -212,8 +217,12 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         it.emit(frame, OptaxKlCall(it.anchor(node, frame), last, _space(first)))
         return it.algebra.opaque("kl")
     if qualname.startswith("torch.distributions") and last in ("Categorical", "OneHotCategorical", "Bernoulli"):
-        logits = argument(args, kwargs, 1, "logits") or argument(args, kwargs, 0, "probs")
-        return logits.with_(vocab=True) if isinstance(logits, Tensor) else Unknown("distribution")
+        logits = argument(args, kwargs, 1, "logits")
+        probs = argument(args, kwargs, 0, "probs") if logits is None else None
+        if isinstance(probs, Tensor) and probs.space is None:
+            probs = probs.with_(space="prob")  # `Categorical(probs)`: the argument is a distribution
+        parameter = logits if logits is not None else probs
+        return parameter.with_(vocab=True, kind="distribution") if isinstance(parameter, Tensor) else Unknown("distribution")
     if qualname.startswith("torch.distributions") and last == "kl_divergence" and len(args) >= 2:
         return analytic(it, args[0], args[1], node, frame)
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
@@ -308,6 +317,11 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
                 return stored
             return it.value_from_name(key.value, it.anchor(node, frame), frame, detached_source=True)
         return Unknown(name)
+    if lowered == "sum" and len(args) == 1 and isinstance(args[0], Sequence) and args[0].items:
+        total = args[0].items[0]  # `sum([pg_loss, kl_loss])`: the terms added up
+        for item in args[0].items[1:]:
+            total = it.arith("+", total, item, node, frame)
+        return total
     if lowered == "sum" and len(args) > 1 and isinstance(args[1], Sequence):
         return args[0]  # `sum(list_of_lists, [])` concatenates lists: their elements, not a reduction
     if not tensors:
@@ -320,6 +334,11 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         return it.algebra.reduce(first, "rtg", frame.call_stack + (it.anchor(node, frame),))
     if {"cross", "entropy"} <= toks or "nll" in toks:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("none"))))
+    if lowered == "scale" and isinstance(node.func, cst.Attribute):
+        # AMP's `scaler.scale(loss)`: the loss times a positive factor, backpropagated as the loss
+        carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
+        if len(carrying) == 1:
+            return carrying[0]
     if toks & fw.SHAPE_HELPER_TOKENS:
         carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
         if len(carrying) == 1:

@@ -223,6 +223,12 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return algebra.detach(obj)
     if name in fw.CONSUME:
         return Unknown("metric")
+    if name == "log_prob" and obj.kind == "distribution":
+        # `Categorical(logits=...).log_prob(tokens)`: the log-probs of the tokens under it
+        chosen = obj.with_(vocab=False, kind=None)
+        if obj.space == "prob":
+            return algebra.unary(chosen, sp.log, anchor).with_(space="logprob")
+        return chosen.with_(space="logprob")
     if name in ("gather", "take_along_axis", "index_select", "take"):
         return obj.with_(vocab=False)
     if name in fw.IDENTITY or name in ("scale",):

@@ -11,6 +11,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.callables import STRING_METHODS
+from kllint.analysis.callables import MAPPING_VIEWS
 from kllint.analysis.callables import BoundMethod as _BoundMethod
 from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
@@ -91,6 +92,8 @@ class Attributes:
             return _BoundMethod(base, attr)
         if isinstance(base, Mapping):
             item = base.get(attr)
+            if item is None and attr in MAPPING_VIEWS:
+                return _BoundMethod(base, attr)  # `losses.values()`
             return item if item is not None else Unknown(attr)
         if isinstance(base, Literal) and isinstance(base.value, str) and attr in STRING_METHODS:
             return _BoundMethod(base, attr)  # `mode.endswith("+")` of a known option

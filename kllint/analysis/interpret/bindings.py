@@ -6,13 +6,14 @@ from __future__ import annotations
 import libcst as cst
 import sympy as sp
 
+from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.facts import LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
-from kllint.analysis.values import Alts, Model, Sequence, Tensor, Unknown, Value, alternatives, join
+from kllint.analysis.values import Alts, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
 
 
 class Bindings:
@@ -37,17 +38,23 @@ class Bindings:
             base = target.value
             name = dotted_name(base)
             key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
-            if isinstance(key, cst.SimpleString):
-                self.output_loss_entry(string_value(key.value), value, frame, statement)
+            entry = string_value(key.value) if isinstance(key, cst.SimpleString) else None
+            if entry is not None:
+                self.output_loss_entry(entry, value, frame, statement)
             if name is not None:
                 last = name.split(".")[-1]
                 self.check_reward_sink(last, value, frame, statement)
+                if isinstance(entry, str) and roles.sink_kind(last) is None:
+                    self.check_reward_sink(entry, value, frame, statement)  # `batch["token_level_rewards"] = ...`
                 if isinstance(base, cst.Name) and base.value in frame.env:
                     current = frame.env[base.value]
                     if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
                         value = self.detach_value(value)
                     if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
+                    elif isinstance(current, Mapping) and isinstance(entry, str):  # `losses["kl"] = ...`
+                        kept = tuple((k, v) for k, v in current.items if k != entry)
+                        frame.env[base.value] = Mapping(kept + ((entry, value),), current.name)
         elif isinstance(target, cst.Attribute):
             self.check_reward_sink(target.attr.value, value, frame, statement)
             self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
@@ -71,7 +78,8 @@ class Bindings:
             return value
         options = []
         for option in alternatives(value):
-            if isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old":
+            if (isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old"
+                    and not _detaches_in_place(statement)):
                 options.append(option.with_(expr=OLD))  # the rollout policy's log-probs, read back
             elif isinstance(option, Unknown) and isinstance(named, Model):
                 options.append(named)
@@ -133,3 +141,19 @@ class Bindings:
             if isinstance(option, Tensor):
                 self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
                                            frame.epoch_loop, entry_key))
+
+
+def _detaches_in_place(statement: cst.CSTNode) -> bool:
+    """`old = logp.detach()` (or `stop_gradient(logp)`, then casts or a clone): the current
+    policy's log-probs without their gradient, from this very forward, not the rollout
+    policy's read back from a batch, whatever the name says (GRPO's single-update form)."""
+    value = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else None
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in fw.IDENTITY):
+        value = value.func.value
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in fw.DETACH and not value.args:
+        return True
+    called = dotted_name(value.func) or ""
+    return called.rsplit(".", 1)[-1] == "stop_gradient" and len(value.args) == 1
