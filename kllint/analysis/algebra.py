@@ -131,6 +131,8 @@ class Algebra:
                                          assumed=t.assumed, reduced=t.reduced)
         else:
             term = self.kterms[symbol]
+            if term.assumed and not t.assumed:
+                term.assumed = False  # a helper's estimate first met with parameters named as log-probs, now with real ones
             if t.call_sites != term.call_sites and t.call_sites not in term.other_call_sites \
                     and len(term.other_call_sites) < 8:
                 term.other_call_sites.append(t.call_sites)
@@ -250,6 +252,10 @@ class Algebra:
             prob, other = (a, b) if a.space == "prob" else (b, a)
             if other.expr.is_number and 0 < other.expr < EPSILON_BOUND:
                 return self.clamp(prob, anchor)  # `p + 1e-8` inside a log: a floor, as `p.clamp(min=1e-8)`
+        if op == "*" and (a.kind == "one_hot") != (b.kind == "one_hot"):
+            chosen = b if a.kind == "one_hot" else a
+            if chosen.vocab and chosen.space in ("logprob", "prob", "logits"):
+                return chosen.with_(kind="one_hot_selected")  # the chosen class's entry, once summed over classes
         if op == "*" and b.kind == "mask" and a.kind != "mask":
             return a
         if op == "*" and a.kind == "mask" and b.kind != "mask":

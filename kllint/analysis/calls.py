@@ -215,6 +215,14 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
     if qualname in fw.OPTAX_KL:
         first = argument(args, kwargs, 0, "log_predictions")
         it.emit(frame, OptaxKlCall(it.anchor(node, frame), last, _space(first)))
+        second = argument(args, kwargs, 1, "targets", "log_targets")
+        if last != "convex_kl_divergence" and isinstance(first, Tensor) and isinstance(second, Tensor):
+            # KL(targets || exp(log_predictions)) summed over the classes: with the policy as targets
+            # and the reference as predictions, the per-token analytic KL(pi || ref)
+            p_roles = it.algebra.table.role_symbols(second.expr)
+            q_roles = it.algebra.table.role_symbols(first.expr)
+            if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles:
+                return it.algebra.analytic_kl(LP in p_roles, it.anchor(node, frame), assumed=second.assumed)
         return it.algebra.opaque("kl")
     if qualname.startswith("torch.distributions") and last in ("Categorical", "OneHotCategorical", "Bernoulli"):
         logits = argument(args, kwargs, 1, "logits")

@@ -41,6 +41,7 @@ BUFFERS = frozenset({"zeros", "ones", "empty", "full"})
 EXP = frozenset({"exp", "exp_"})
 LOG = frozenset({"log", "log_"})
 NEGATIVE_LOGPROB_LOSSES = frozenset({"cross_entropy", "nll_loss"})
+PER_EXAMPLE_NEGATIVE_LOGPROB_LOSSES = frozenset({"softmax_cross_entropy_with_integer_labels"})
 PROB_MAPS = frozenset({"softmax", "sigmoid"})
 LOGPROB_MAPS = frozenset({"log_softmax", "logsigmoid", "log_sigmoid"})
 MULTI_ARG_ARITH = {"add": "+", "sub": "-", "subtract": "-", "mul": "*", "multiply": "*", "div": "/", "divide": "/", "true_divide": "/", "add_": "+", "sub_": "-", "mul_": "*", "div_": "/"}

@@ -64,6 +64,8 @@ def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: d
         return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
     if name in fw.NEGATIVE_LOGPROB_LOSSES:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("mean"))))
+    if name in fw.PER_EXAMPLE_NEGATIVE_LOGPROB_LOSSES:  # optax's: one value per example, never reduced
+        return negative_logprob(it, args, kwargs, node, frame, reduction="none")
     if name in fw.CONSTANT_LIKE:
         return it.algebra.number(1 if name == "ones_like" else 0) if name in ("ones_like", "zeros_like") else it.algebra.opaque(name)
     if name in fw.CREATION:
@@ -74,6 +76,8 @@ def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: d
             # a preallocated buffer holds what is written into it later, whatever it is named
             return it.algebra.opaque(name).with_(kind="buffer")
         return it.algebra.opaque(name)
+    if name == "one_hot" and args:  # `one_hot(tokens, vocab)`: times log-probs and summed over classes, a gather
+        return it.algebra.opaque(name).with_(kind="one_hot", vocab=True)
     if name == "where" and len(args) >= 3:
         x, y = args[1], args[2]
         if _is_constant(y):
@@ -229,7 +233,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         if obj.space == "prob":
             return algebra.unary(chosen, sp.log, anchor).with_(space="logprob")
         return chosen.with_(space="logprob")
-    if name in ("gather", "take_along_axis", "index_select", "take"):
+    if name in ("gather", "take_along_axis", "take_along_dim", "index_select", "take"):
         return obj.with_(vocab=False)
     if name in fw.IDENTITY or name in ("scale",):
         return obj
@@ -278,6 +282,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
             dim = literal_value(argument(args, kwargs, 0, "dim", "axis"))
             if dim not in (-1, None):
                 return obj  # an average over the batch keeps the distribution
+        if obj.kind == "one_hot_selected" and name == "sum" and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
+            return obj.with_(vocab=False, kind=None)
         if obj.kind == "exp_logits" and name in ("sum", "nansum") and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
             return algebra.reduce(obj, "sum", frame.call_stack + (anchor,)).with_(kind="partition")
         if obj.vocab and it.algebra.table.is_pure(obj.expr) and name == "sum":
@@ -300,7 +306,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
                 return clamp(it, obj, node, frame)
             return algebra.opaque_call(name, [obj, args[0]])
         return algebra.opaque_call(name, [obj])
-    if name in ("masked_fill", "masked_scatter", "fill_"):
+    if name in ("masked_fill", "masked_scatter", "fill_", "masked_select"):
         return obj
     tensors = [obj] + [a for a in args if isinstance(a, Tensor)]
     return algebra.opaque_call(name, tensors)
