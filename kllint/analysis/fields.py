@@ -41,24 +41,26 @@ class FieldStore:
         self.changed: dict[str, int] = {}  # attribute name -> the version at which its values last changed
         self._reading: list[set[str]] = []  # the names read by each followed call in progress, innermost last
 
-    def _carries(self, value: Value) -> bool:
+    def _carries(self, value: Value, reduced_too: bool = False) -> bool:
         if isinstance(value, Tensor):
             # dataflow only: per-token log-prob roles or KL estimates of a seen form, not a value
             # that is a KL by its name alone (`lambda_kl` of a constructor)
             algebra = self.algebra
-            if algebra.table.reductions_in(value.expr):
+            if algebra.table.reductions_in(value.expr) and not reduced_too:
                 return False  # a mean or sum kept for logging (`metrics["kl"] = kl.mean()`), not data
             return bool(algebra.table.role_symbols(value.expr)) or any(
                 algebra.kterms[k].estimator is not None for k in algebra.kl_symbols(value.expr))
         if isinstance(value, Sequence):
-            return any(self._carries(item) for item in value.items)
+            return any(self._carries(item, reduced_too) for item in value.items)
         return isinstance(value, Model)
 
     def write(self, attr: str, value: Value, site: int) -> None:
         """Remember `value` (its options that carry roles or KL terms) under `attr`, as stored by
         the statement `site` (an id; a read joins the statements' values, so that no one
         statement's many runs crowd out the others)."""
-        kept = [option for option in alternatives(value) if self._carries(option)]
+        # an attribute keeps a reduced KL too (`self.kl_loss = kl.mean()` read by another method);
+        # a container key's mean is mostly a metric (`td.set("kl", kl.mean())`)
+        kept = [option for option in alternatives(value) if self._carries(option, not attr.startswith(KEY_FIELD))]
         if not kept:
             return
         if attr not in self.values and len(self.values) >= MAX_FIELDS:
