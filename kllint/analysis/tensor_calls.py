@@ -64,6 +64,11 @@ def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: d
         return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
     if name in fw.NEGATIVE_LOGPROB_LOSSES:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("mean"))))
+    if name == "mse_loss" and len(args) >= 2:  # `(input - target) ** 2`, reduced unless `reduction="none"`
+        squared = it.arith("**", it.arith("-", args[0], args[1], node, frame), Literal(2), node, frame)
+        if literal_value(kwargs.get("reduction", Literal("mean"))) == "none":
+            return squared
+        return tensor_method(it, squared, "mean", [], {}, node, frame)
     if name in fw.PER_EXAMPLE_NEGATIVE_LOGPROB_LOSSES:  # optax's: one value per example, never reduced
         return negative_logprob(it, args, kwargs, node, frame, reduction="none")
     if name in fw.CONSTANT_LIKE:
