@@ -239,6 +239,8 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         return Unknown("gradients")
     if qualname == "functools.partial" and args:
         return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
+    if qualname in fw.FUNCTION_WRAPPERS and args and any(isinstance(o, (FunctionRef, Partial)) for o in alternatives(args[0])):
+        return args[0]  # `torch.compile(fn)`: calling the result runs `fn`
     if qualname in fw.TRANSFER and args:
         return join(*args)
     if last in ("stop_gradient",) or qualname.endswith("lax.stop_gradient"):

@@ -238,6 +238,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         if obj.space == "prob":
             return algebra.unary(chosen, sp.log, anchor).with_(space="logprob")
         return chosen.with_(space="logprob")
+    if name in fw.PIECES and algebra.has_roles(obj.expr):
+        return obj.with_(kind="pieces")  # `ref_logp.chunk(n)`: each piece holds the same values
     if name in ("gather", "take_along_axis", "take_along_dim", "index_select", "take"):
         return obj.with_(vocab=False)
     if name in fw.IDENTITY or name in ("scale",):

@@ -64,6 +64,8 @@ class Bindings:
         for option in alternatives(value):
             if isinstance(option, Sequence) and len(option.items) == count:
                 options.append(option.items[position])
+            elif isinstance(option, Tensor) and option.kind == "pieces":
+                options.append(option.with_(kind=None))  # `first, second = logp.chunk(2)`
             elif isinstance(option, (Tensor, Model)):
                 # `logits, cache = model(...)`: the outputs of a forward share its role
                 options.append(option if position == 0 else Unknown())

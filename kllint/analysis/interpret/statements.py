@@ -321,7 +321,7 @@ class Statements:
             if isinstance(option, Sequence) and option.items:
                 options.extend(option.items)
             elif isinstance(option, Tensor):
-                options.append(option)
+                options.append(option.with_(kind=None) if option.kind == "pieces" else option)
             else:
                 options.append(Unknown())
         return join(*options)
