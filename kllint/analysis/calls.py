@@ -219,10 +219,8 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         if last != "convex_kl_divergence" and isinstance(first, Tensor) and isinstance(second, Tensor):
             # KL(targets || exp(log_predictions)) summed over the classes: with the policy as targets
             # and the reference as predictions, the per-token analytic KL(pi || ref)
-            p_roles = it.algebra.table.role_symbols(second.expr)
-            q_roles = it.algebra.table.role_symbols(first.expr)
-            if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles:
-                return it.algebra.analytic_kl(LP in p_roles, it.anchor(node, frame), assumed=second.assumed)
+            if _policy_against_reference(it, second, first):
+                return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(second.expr), it.anchor(node, frame), assumed=second.assumed)
         return it.algebra.opaque("kl")
     if qualname.startswith("torch.distributions") and last in ("Categorical", "OneHotCategorical", "Bernoulli"):
         logits = argument(args, kwargs, 1, "logits")
@@ -267,11 +265,16 @@ def _space(value: Value | None) -> str | None:
 def analytic(it: InterpreterLike, p: Value, q: Value, node: cst.Call, frame: FrameLike) -> Value:
     """`kl_divergence(P, Q)`: the per-token analytic KL(pi || ref) when P is the policy and Q the
     reference (the forward direction, distillation from a fixed teacher, is not judged)."""
-    if isinstance(p, Tensor) and isinstance(q, Tensor):
-        p_roles, q_roles = it.algebra.table.role_symbols(p.expr), it.algebra.table.role_symbols(q.expr)
-        if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles:
-            return it.algebra.analytic_kl(LP in p_roles, it.anchor(node, frame))
+    if isinstance(p, Tensor) and isinstance(q, Tensor) and _policy_against_reference(it, p, q):
+        return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(p.expr), it.anchor(node, frame))
     return it.algebra.opaque("kl")
+
+
+def _policy_against_reference(it: InterpreterLike, p: Tensor, q: Tensor) -> bool:
+    """KL(p || q) with `p` of the policy (with or without gradient) and `q` of the reference:
+    the direction the penalty means, KL(pi || ref)."""
+    p_roles, q_roles = it.algebra.table.role_symbols(p.expr), it.algebra.table.role_symbols(q.expr)
+    return (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles
 
 
 def kl_div(it: InterpreterLike, input_: Value | None, target: Value | None, reduction: Any, explicit: bool,
@@ -284,11 +287,9 @@ def kl_div(it: InterpreterLike, input_: Value | None, target: Value | None, redu
     if isinstance(input_, Tensor) and isinstance(target, Tensor) and reduction in ("none", "sum", "batchmean"):
         # `kl_div(ref_logp, logp, log_target=True)` is KL(target || exp(input)): with the policy as
         # target and the reference as input, the analytic KL(pi || ref) over the vocabulary
-        p_roles = it.algebra.table.role_symbols(target.expr)
-        q_roles = it.algebra.table.role_symbols(input_.expr)
         target_ok = target.space != "prob" or not log_target
-        if (LP in p_roles or LPD in p_roles) and REF in q_roles and REF not in p_roles and target_ok:
-            value = it.algebra.analytic_kl(LP in p_roles, anchor, assumed=target.assumed)
+        if _policy_against_reference(it, target, input_) and target_ok:
+            value = it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(target.expr), anchor, assumed=target.assumed)
             if reduction == "none":
                 return value.with_(kind="analytic_elementwise")  # its sum over classes is the token's KL
             return it.algebra.reduce(value, "sum")
@@ -344,12 +345,9 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         return it.algebra.reduce(first, "rtg", frame.call_stack + (it.anchor(node, frame),))
     if {"cross", "entropy"} <= toks or "nll" in toks:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("none"))))
-    if lowered == "scale" and isinstance(node.func, cst.Attribute):
-        # AMP's `scaler.scale(loss)`: the loss times a positive factor, backpropagated as the loss
-        carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
-        if len(carrying) == 1:
-            return carrying[0]
-    if toks & fw.SHAPE_HELPER_TOKENS:
+    # a helper that only moves elements, or AMP's `scaler.scale(loss)` (the loss times a positive
+    # factor, backpropagated as the loss): the one tensor argument that carries a role passes
+    if toks & fw.SHAPE_HELPER_TOKENS or (lowered == "scale" and isinstance(node.func, cst.Attribute)):
         carrying = [t for t in tensors if isinstance(t, Tensor) and it.algebra.has_roles(t.expr)]
         if len(carrying) == 1:
             return carrying[0]

@@ -25,13 +25,13 @@ IDENTITY = frozenset({
     "dynamic_slice", "dynamic_slice_in_dim", "slice_in_dim",
 })
 DETACH = frozenset({"detach", "detach_", "stop_gradient"})
-# Calls that move or regroup values without changing them: remote fetches, device transfers,
-# flattening of lists (their result holds the argument's values).
 # Methods that cut a tensor into pieces (micro-batches): iterating or unpacking gives parts of it.
 PIECES = frozenset({"chunk", "split", "tensor_split", "unbind", "array_split"})
 # Calls that return their function argument compiled or wrapped: calling the result runs it.
 # (JAX's `jax.jit(f)` keeps its own handling: its result is also what `jax.grad` and `scan` are given.)
 FUNCTION_WRAPPERS = frozenset({"torch.compile", "torch.jit.script"})
+# Calls that move or regroup values without changing them: remote fetches, device transfers,
+# flattening of lists (their result holds the argument's values).
 TRANSFER = frozenset({"ray.get", "ray.put", "jax.device_put", "jax.device_get", "itertools.chain",
                       "itertools.chain.from_iterable", "copy.copy", "copy.deepcopy"})
 CONSUME = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "size", "dim", "numel", "shape", "device_get"})

@@ -84,8 +84,12 @@ class Tensor:
 
     `anchor`: where the KL-relevant (pure) expression was last formed; `trace`: earlier steps;
     `space`: `logprob`, `prob`, `logits` or None (for kl_div input checks); `kind`: `count` for a
-    sum of a mask (a positive normaliser), `mask` for a mask, `vocab_max` for a maximum over the
-    vocabulary axis (`tensor_calls.vocabulary_max`); `vocab`: has a vocabulary axis.
+    sum of a mask (a positive normaliser), `mask` for a mask, and markers of a log-softmax or a
+    token selection written out by hand (`tensor_calls`): `vocab_max` (a maximum over the
+    vocabulary axis, `vocabulary_max`), `exp_logits` (exp of logits), `partition` (their sum over
+    the vocabulary), `log_normaliser`, `one_hot` / `one_hot_selected`, `distribution` (the
+    parameter of a `Categorical`), `pieces` (a tensor cut by `chunk` / `split`); `vocab`: has a
+    vocabulary axis.
     `call_sites`: call sites the value crossed on its way back to the caller (innermost first).
     `assumed`: the policy role comes from a name (a parameter `logp`), so its gradient is assumed.
     `trace` holds `Formed` steps; `reduced`: where the (still pure) estimate was first reduced.

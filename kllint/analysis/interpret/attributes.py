@@ -10,8 +10,7 @@ import libcst as cst
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
-from kllint.analysis.callables import STRING_METHODS
-from kllint.analysis.callables import MAPPING_VIEWS
+from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS
 from kllint.analysis.callables import BoundMethod as _BoundMethod
 from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
