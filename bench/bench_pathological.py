@@ -11,7 +11,7 @@ Each input is written to a temporary folder and checked in this process with
 shows the CPU seconds of the check (all threads of this process), how the file was handled
 (`analysed`, or `stopped by the time budget`), the number of functions abandoned, the number
 of findings, and whether the CPU time is within the target (`TARGET_SECONDS`). The first input
-is a warm-up (imports of libcst and sympy) and is not shown. Exit status 1 if an input missed
+is a warm-up (imports of libcst and the analysis) and is not shown. Exit status 1 if an input missed
 the target or was not analysed to the end.
 
 `--checkout PATH` times the kllint of another checkout (e.g. one from before the change).

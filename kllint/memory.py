@@ -1,6 +1,6 @@
 """Garbage-collector settings for analysis runs.
 
-The analysis allocates millions of short-lived objects (libcst trees, sympy expressions,
+The analysis allocates millions of short-lived objects (libcst trees, terms,
 abstract values) next to a long-lived project index. They are freed by reference counting (the
 analysis keeps no reference cycles: tests/test_memory.py), so the cyclic collector finds almost
 nothing, yet with CPython's default thresholds (700, 10, 10) it scans the heap thousands of

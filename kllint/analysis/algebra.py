@@ -1,4 +1,4 @@
-"""Arithmetic on abstract tensors: builds sympy expressions, keeps the anchor of a KL estimate
+"""Arithmetic on abstract tensors: builds terms (`kllint.analysis.terms`), keeps the anchor of a KL estimate
 while it is still "pure" (only log-probs and numbers), and turns it into a tracked `KLTerm` when
 it meets anything else (a coefficient, an advantage, another loss term).
 """
@@ -8,7 +8,7 @@ import functools
 import operator
 from typing import Callable
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.bounded import SizeBound
 from kllint.analysis.coefficients import classify_coefficient
@@ -22,14 +22,16 @@ MAX_TRACE = 6
 COMPRESS_OPS = 40
 EPSILON_BOUND = 1e-3  # a positive constant below this added to a probability is a numerical floor
 _UNKNOWN = object()
+ANALYTIC_KL = tm.Function("AnalyticKL")  # AnalyticKL(logp, ref): the KL(pi || ref) over the vocabulary
+_TERM_OF = tm.Function("term")  # term(roles...): a large value without KL terms, by what it depends on
+_OP = tm.Function("op")  # op(x, y): an operation the algebra cannot build
 
 
 @functools.lru_cache(maxsize=4096)
-def _sympy_number(kind: type, value: float) -> sp.Expr:
-    """The sympy number of a Python literal, memoised by type and value (a float becomes a sympy
-    Float through mpmath, slow for the same constants met again and again); integral floats
-    become Integers."""
-    return sp.Integer(int(value)) if issubclass(kind, float) and float(value).is_integer() else sp.Number(value)
+def _literal_number(kind: type, value: float) -> tm.Term:
+    """The term of a Python number literal, memoised by type and value; integral floats become
+    integers."""
+    return tm.Num(int(value)) if issubclass(kind, float) and float(value).is_integer() else tm.Num(value)
 
 
 class Algebra:
@@ -37,9 +39,9 @@ class Algebra:
 
     def __init__(self) -> None:
         self.table = SymbolTable()
-        self.kterms: dict[sp.Symbol, KLTerm] = {}
-        self._wrapped: dict[tuple, sp.Symbol] = {}
-        self._detached: dict[sp.Symbol, sp.Symbol] = {}
+        self.kterms: dict[tm.Symbol, KLTerm] = {}
+        self._wrapped: dict[tuple, tm.Symbol] = {}
+        self._detached: dict[tm.Symbol, tm.Symbol] = {}
         self._kl_cache: dict = {}
         self._kl_cache_size = 0
         self.sizes = SizeBound(self.table)
@@ -50,17 +52,17 @@ class Algebra:
         return Tensor(self.table.fresh(name or "t", positive=positive) if positive else self.table.fresh(name or "t", real=True))
 
     def number(self, value: float) -> Tensor:
-        return Tensor(_sympy_number(type(value), value))
+        return Tensor(_literal_number(type(value), value))
 
     # -- classification helpers -------------------------------------------------------------
     def is_kl_candidate(self, t: Tensor) -> bool:
         """Pure (log-probs, numbers, reductions of those) and depends on the reference."""
         return self.table.is_pure(t.expr) and REF in self.table.role_symbols(t.expr)
 
-    def has_roles(self, expr: sp.Expr) -> bool:
+    def has_roles(self, expr: tm.Term) -> bool:
         return bool(self.table.role_symbols(expr)) or bool(self.kl_symbols(expr))
 
-    def kl_symbols(self, expr: sp.Expr) -> frozenset[sp.Symbol]:
+    def kl_symbols(self, expr: tm.Term) -> frozenset[tm.Symbol]:
         """KL-term symbols in `expr`, looking through reductions (memoised)."""
         cached = self._kl_cache.get(expr)
         if cached is None or len(self.kterms) != self._kl_cache_size:
@@ -70,8 +72,8 @@ class Algebra:
             cached = self._kl_cache[expr] = frozenset(self._kl_symbols(expr))
         return cached
 
-    def _kl_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
-        found: set[sp.Symbol] = set()
+    def _kl_symbols(self, expr: tm.Term) -> set[tm.Symbol]:
+        found: set[tm.Symbol] = set()
         stack, seen = [expr], set()
         while stack:
             current = stack.pop()
@@ -83,7 +85,7 @@ class Algebra:
                     stack.append(self.table.reductions[symbol].inner)
         return found
 
-    def contains(self, expr: sp.Expr, target: sp.Expr) -> bool:
+    def contains(self, expr: tm.Term, target: tm.Term) -> bool:
         """Whether `target` is a sub-expression of `expr`, looking into KL terms and reductions
         (structurally: `cumsum(x) - x` still contains `x`, which a per-token expansion cancels)."""
         stack, seen = [expr], set()
@@ -103,14 +105,14 @@ class Algebra:
             stack.extend(node.args)
         return False
 
-    def live(self, expr: sp.Expr) -> bool:
+    def live(self, expr: tm.Term) -> bool:
         """Carries the policy's gradient (directly or through a tracked KL term)."""
         if LP in self.table.role_symbols(expr):
             return True
         return any(LP in self.table.role_symbols(self.kterms[k].expr) for k in self.kl_symbols(expr))
 
     # -- KL terms -------------------------------------------------------------------------
-    def wrap(self, t: Tensor) -> sp.Expr:
+    def wrap(self, t: Tensor) -> tm.Term:
         """The expression to use when `t` meets other terms: a KLTerm symbol if `t` is a KL
         estimate (by value), else `t.expr` unchanged."""
         if t.anchor is None or not self.is_kl_candidate(t):
@@ -138,7 +140,7 @@ class Algebra:
                 term.other_call_sites.append(t.call_sites)
         return symbol
 
-    def _surrogate(self, expr: sp.Expr) -> EstimatorMatch | None:
+    def _surrogate(self, expr: tm.Term) -> EstimatorMatch | None:
         """A score-function surrogate of the KL (`logp * stopgrad(reward-to-go of d)`): not a KL
         value, but its gradient coefficient is the log-ratio (per token or credited)."""
         if LP not in symbols_of(expr) and not any(LP in self.table.role_symbols(r.inner) for r in self.table.reductions_in(expr)):
@@ -152,7 +154,7 @@ class Algebra:
         """A per-token analytic KL(pi || ref) over the vocabulary (kl_divergence, sum p log p/q);
         `assumed`: the policy's gradient comes from a name (a parameter `logp`)."""
         symbol = self.table.fresh("K", "kl_term", real=True)
-        expr = sp.Function("AnalyticKL")(LP if live else LPD, REF)
+        expr = ANALYTIC_KL(LP if live else LPD, REF)
         self.kterms[symbol] = KLTerm(symbol, expr, EstimatorMatch("analytic", 1.0), anchor, (), (), per_token=True,
                                      assumed=assumed)
         return Tensor(symbol)
@@ -163,7 +165,7 @@ class Algebra:
         self.kterms[symbol] = KLTerm(symbol, symbol, None, anchor, (), (), per_token=per_token)
         return Tensor(symbol)
 
-    def mark_entry(self, expr: sp.Expr, other: sp.Expr, anchor: Anchor) -> None:
+    def mark_entry(self, expr: tm.Term, other: tm.Term, anchor: Anchor) -> None:
         """Record where each KL term of `expr` is first added to a different term `other`."""
         if other.is_number:
             return
@@ -177,10 +179,10 @@ class Algebra:
     def detach(self, t: Tensor) -> Tensor:
         return t.with_(expr=self.detach_expr(t.expr))
 
-    def detach_expr(self, expr: sp.Expr) -> sp.Expr:
+    def detach_expr(self, expr: tm.Term) -> tm.Term:
         if not self.live(expr):
             return expr
-        mapping: dict[sp.Symbol, sp.Expr] = {}
+        mapping: dict[tm.Symbol, tm.Term] = {}
         for symbol in symbols_of(expr):
             if symbol == LP:
                 mapping[symbol] = LPD
@@ -191,12 +193,12 @@ class Algebra:
                 mapping[symbol] = self._detached_symbol(symbol, self._detached_term)
         return expr.xreplace(mapping) if mapping else expr
 
-    def _detached_symbol(self, symbol: sp.Symbol, make: Callable[[sp.Symbol], sp.Symbol]) -> sp.Symbol:
+    def _detached_symbol(self, symbol: tm.Symbol, make: Callable[[tm.Symbol], tm.Symbol]) -> tm.Symbol:
         if symbol not in self._detached:
             self._detached[symbol] = make(symbol)
         return self._detached[symbol]
 
-    def _detached_term(self, symbol: sp.Symbol) -> sp.Symbol:
+    def _detached_term(self, symbol: tm.Symbol) -> tm.Symbol:
         term = self.kterms[symbol]
         new = self.table.fresh("K", "kl_term", real=True)
         self.kterms[new] = KLTerm(new, self.detach_expr(term.expr), term.estimator, term.anchor, term.trace,
@@ -222,7 +224,7 @@ class Algebra:
                 result = result.with_(reduced=event)
         return result
 
-    def unary(self, t: Tensor, fn: Callable[[sp.Expr], sp.Expr], anchor: Anchor, keep_anchor: bool = False) -> Tensor:
+    def unary(self, t: Tensor, fn: Callable[[tm.Term], tm.Term], anchor: Anchor, keep_anchor: bool = False) -> Tensor:
         """An elementwise function; a pure operand stays pure with the anchor moved here."""
         pure = self.table.is_pure(t.expr) and self.has_roles(t.expr)
         try:
@@ -316,7 +318,7 @@ class Algebra:
                 return True
         return False
 
-    def compress(self, expr: sp.Expr) -> sp.Expr:
+    def compress(self, expr: tm.Term) -> tm.Term:
         """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only
         which log-probs they depend on: their structure never matters to the rules."""
         if expr.is_Atom or self.sizes.size(expr) <= COMPRESS_OPS or self.kl_symbols(expr):
@@ -324,19 +326,19 @@ class Algebra:
         roles = sorted(self.table.role_symbols(expr), key=str)
         if not roles:
             return self.table.fresh("t", positive=True)
-        return sp.Function("term")(*roles)
+        return _TERM_OF(*roles)
 
-    def bound(self, expr: sp.Expr) -> sp.Expr:
+    def bound(self, expr: tm.Term) -> tm.Term:
         """`expr`, with its innermost parts made opaque if it is too large to analyse in
         polynomial time (`kllint.analysis.bounded`)."""
         return self.sizes.bound(expr, self.kl_symbols)
 
     @staticmethod
-    def _apply(op: str, x: sp.Expr, y: sp.Expr) -> sp.Expr:
+    def _apply(op: str, x: tm.Term, y: tm.Term) -> tm.Term:
         try:
             return OPERATORS[op](x, y)
         except (TypeError, ValueError, ZeroDivisionError, KeyError):
-            return sp.Function("op")(x, y)
+            return _OP(x, y)
 
     @staticmethod
     def _trace(t: Tensor) -> tuple:
@@ -350,4 +352,4 @@ class Algebra:
         if not exprs:
             return self.opaque(name)
         safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
-        return Tensor(self.bound(sp.Function(f"call_{safe}")(*exprs)))
+        return Tensor(self.bound(tm.Function(f"call_{safe}")(*exprs)))

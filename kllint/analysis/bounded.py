@@ -2,8 +2,9 @@
 work on it (derivatives, substitutions, numeric evaluation, the rules' walks) is polynomial in
 the size of the code.
 
-sympy shares sub-expressions in memory, but its algorithms (`free_symbols`, `diff`, `subs`,
-`xreplace`, traversals) walk an expression as a tree. `kl = torch.exp(kl) - kl - 1` repeated
+Terms share sub-expressions in memory, and their free symbols, hashes and substitutions are
+computed on the graph, but derivatives, numeric evaluation and the rules' walks go through the
+tree. `kl = torch.exp(kl) - kl - 1` repeated
 n times is a graph of about 3n nodes and a tree of about 7 * 2^n: 20 repetitions (703 bytes of
 code) took minutes. The size here is the tree's, counted through the inner expressions of
 reductions (what `SymbolTable.expand_reductions`, the chain rule of `coefficients._derivative` and
@@ -21,22 +22,22 @@ the bounds: over the fixtures and 27 trainer releases nothing is ever replaced (
 has 860 nodes through its reductions; as a tree, about 100 in the five test releases).
 
 The substitutions that expand reductions and set stop-gradients to the policy run on the graph
-as well (`substitute_in_order`, the same result as sympy's `subs`).
+as well (`substitute_in_order`).
 """
 from __future__ import annotations
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 MAX_SIZE = 400  # nodes of the tree (real code: about 100)
 MAX_EXPANDED = 4000  # nodes through reductions (real code: at most about 860)
 MIN_SHARE = 8  # below this many nodes a part becomes one atom
 MAX_DEPTH = 100  # nesting levels the shrinking descends before it makes an atom
-IMPURE = sp.Symbol("opaque__impure", real=True)
-OPAQUE = sp.Function("opaque")  # opaque(n, symbols...): the n-th atom of a file
-_BINDING = (sp.Derivative, sp.Subs, sp.Lambda, sp.Integral, sp.Sum, sp.Product)  # bound variables
+IMPURE = tm.Symbol("opaque__impure", real=True)
+OPAQUE = tm.Function("opaque")  # opaque(n, symbols...): the n-th atom of a file
+_BINDING = (tm.Derivative, tm.Subs)  # nodes with a bound variable
 
 
-def _no_kl_symbols(expr: sp.Basic) -> frozenset:
+def _no_kl_symbols(expr: tm.Term) -> frozenset:
     return frozenset()
 
 
@@ -48,12 +49,12 @@ class SizeBound:
     def __init__(self, table) -> None:
         self.table = table
         self.kl_symbols = _no_kl_symbols  # set for the duration of `bound` (no reference cycle)
-        self._sizes: dict[sp.Basic, int] = {}
+        self._sizes: dict[tm.Term, int] = {}
         self._free: dict[int, tuple] = {}
-        self._atoms: dict[sp.Basic, sp.Expr] = {}
+        self._atoms: dict[tm.Term, tm.Term] = {}
         self.atoms_made = 0
 
-    def size(self, expr: sp.Basic, expanded: bool = False) -> int:
+    def size(self, expr: tm.Term, expanded: bool = False) -> int:
         """Nodes of `expr` as a tree (`expanded`: a reduction counting its inner expression),
         memoised, so linear in the expression's graph, not its tree."""
         known = self._sizes.get(expr)
@@ -61,7 +62,7 @@ class SizeBound:
             known = self._measure(expr)
         return known[1] if expanded else known[0]
 
-    def _measure(self, expr: sp.Basic) -> tuple[int, int]:
+    def _measure(self, expr: tm.Term) -> tuple[int, int]:
         sizes = self._sizes
         stack = [(expr, False)]
         while stack:
@@ -80,7 +81,7 @@ class SizeBound:
                                1 + sum(sizes[child][1] for child in children))
         return sizes[expr]
 
-    def bound(self, expr: sp.Expr, kl_symbols=None) -> sp.Expr:
+    def bound(self, expr: tm.Term, kl_symbols=None) -> tm.Term:
         """`expr` itself when it has at most `MAX_SIZE` nodes (`MAX_EXPANDED` through its
         reductions), else `expr` with its innermost large parts replaced by opaque atoms (see
         the module's docstring). `kl_symbols(expr)` gives the KL-term symbols of an expression
@@ -101,7 +102,7 @@ class SizeBound:
             self._free.clear()
             self.kl_symbols = _no_kl_symbols
 
-    def _shrink(self, node: sp.Expr, budget: int, expanded: bool, depth: int) -> sp.Expr:
+    def _shrink(self, node: tm.Term, budget: int, expanded: bool, depth: int) -> tm.Term:
         if self.size(node, expanded) <= budget:
             return node
         if budget < MIN_SHARE or depth > MAX_DEPTH:
@@ -119,20 +120,20 @@ class SizeBound:
             share = max(remaining // (len(args) - position), 0)
             args[index] = self._shrink(args[index], share, expanded, depth + 1)
             remaining -= self.size(args[index], expanded)
-        try:  # unevaluated: sympy's evaluation asks assumptions of every new node
-            rebuilt = node.func(*args, evaluate=False)
+        try:  # unevaluated: a shrunk node keeps its shape
+            rebuilt = node.raw(tuple(args))
         except (TypeError, ValueError, ZeroDivisionError, AttributeError):
             return self.atom(node)
         return rebuilt if self.size(rebuilt, expanded) <= budget + MIN_SHARE else self.atom(node)
 
-    def atom(self, node: sp.Expr) -> sp.Expr:
+    def atom(self, node: tm.Term) -> tm.Term:
         """The opaque atom that stands for `node` (the same one each time)."""
         known = self._atoms.get(node)
         if known is not None:
             return known
         table = self.table
         direct = free_symbols(node, self._free)
-        keep: set[sp.Symbol] = set()
+        keep: set[tm.Symbol] = set()
         impure = False
         for symbol in direct:
             roles = table.role_symbols(symbol)
@@ -142,7 +143,7 @@ class SizeBound:
                 impure = True
         args = sorted(keep, key=str) + ([IMPURE] if impure else [])
         self.atoms_made += 1
-        made = OPAQUE(sp.Integer(self.atoms_made), *args) if args else sp.Symbol(f"opaque__{self.atoms_made}", real=True)
+        made = OPAQUE(tm.Num(self.atoms_made), *args) if args else tm.Symbol(f"opaque__{self.atoms_made}", real=True)
         self._atoms[node] = made
         return made
 
@@ -150,26 +151,13 @@ class SizeBound:
 # ---------------------------------------------------------------------------------------------
 # Replacement on the expression graph: each shared sub-expression is rebuilt once.
 
-def free_symbols(expr: sp.Basic, memo: dict) -> frozenset:
-    """`expr.free_symbols`, each shared sub-expression visited once (sympy's walks the tree).
-    `memo` maps `id(node)` to `(node, symbols)` (the node is kept so that its id stays its own)."""
-    stack = [(expr, False)]
-    while stack:
-        node, ready = stack.pop()
-        key = id(node)
-        if key in memo:
-            continue
-        if node.is_Atom or isinstance(node, _BINDING):
-            memo[key] = (node, frozenset(node.free_symbols))
-        elif ready:
-            memo[key] = (node, frozenset().union(*(memo[id(child)][1] for child in node.args)))
-        else:
-            stack.append((node, True))
-            stack.extend((child, False) for child in node.args if id(child) not in memo)
-    return memo[id(expr)][1]
+def free_symbols(expr: tm.Term, memo: dict) -> frozenset:
+    """`expr.free_symbols` (kept on each node; `memo` is not needed any more and kept for the
+    callers' signature)."""
+    return expr.free_symbols
 
 
-def replace_all(expr: sp.Basic, mapping: dict, free: dict | None = None) -> sp.Basic:
+def replace_all(expr: tm.Term, mapping: dict, free: dict | None = None) -> tm.Term:
     """`expr.xreplace(mapping)` for a mapping of symbols (simultaneous, nodes rebuilt and
     evaluated), each shared sub-expression visited once instead of once per occurrence in the
     tree; with `free` (a memo of `free_symbols`), parts without those symbols are not entered."""
@@ -192,21 +180,18 @@ def replace_all(expr: sp.Basic, mapping: dict, free: dict | None = None) -> sp.B
         elif ready:
             args = tuple(memo[id(child)][1] for child in node.args)
             unchanged = all(new is old for new, old in zip(args, node.args))
-            memo[key] = (node, node if unchanged else node.func(*args))
+            memo[key] = (node, node if unchanged else node.rebuild(args))
         else:
             stack.append((node, True))
             stack.extend((child, False) for child in node.args if id(child) not in memo)
     return memo[id(expr)][1]
 
 
-def substitute_in_order(expr: sp.Basic, mapping: dict) -> sp.Basic:
-    """`expr.subs(mapping)` for a mapping of symbols, computed on the graph: sympy substitutes
-    the symbols of a dict one after the other (in `default_sort_key` order, so a symbol met in
-    the replacement of an earlier one is replaced too), each a walk of the whole tree; here each
-    walk enters only the parts that hold its symbol."""
-    from sympy.core.sorting import default_sort_key
-
+def substitute_in_order(expr: tm.Term, mapping: dict) -> tm.Term:
+    """`expr` with the symbols of `mapping` substituted one after the other (in `sort_key`
+    order, so that a symbol met in the replacement of an earlier one is replaced too), each walk
+    entering only the parts that hold its symbol."""
     free: dict[int, tuple] = {}
-    for symbol in sorted(mapping, key=default_sort_key):
+    for symbol in sorted(mapping, key=tm.default_sort_key):
         expr = replace_all(expr, {symbol: mapping[symbol]}, free)
     return expr

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.bounded import substitute_in_order
 from kllint.analysis.estimators import on_policy_value
@@ -37,12 +37,12 @@ class Coefficient:
     level: str = "token"
 
 
-def _derivative(expr: sp.Expr, table: SymbolTable, memo: dict | None = None) -> sp.Expr:
+def _derivative(expr: tm.Term, table: SymbolTable, memo: dict | None = None) -> tm.Term:
     """d expr / d logp_t, with reductions differentiated by the chain rule (their inner value
     at token t). The result may contain reduction symbols. `memo`: the derivatives of the inner
     expressions of reductions already taken (nested reductions share them)."""
     memo = {} if memo is None else memo
-    direct = sp.diff(expr, LP)
+    direct = tm.diff(expr, LP)
     total = direct
     for reduction in table.reductions_in(expr):
         inner_grad = memo.get(reduction.symbol)
@@ -50,34 +50,34 @@ def _derivative(expr: sp.Expr, table: SymbolTable, memo: dict | None = None) -> 
             inner_grad = memo[reduction.symbol] = _derivative(reduction.inner, table, memo)
         if inner_grad == 0:
             continue
-        total += sp.diff(expr, reduction.symbol) * inner_grad
+        total += tm.diff(expr, reduction.symbol) * inner_grad
     return total
 
 
-def _exp_factors(node: sp.Basic) -> tuple[list[sp.Expr], sp.Expr] | None:
+def _exp_factors(node: tm.Term) -> tuple[list[tm.Term], tm.Term] | None:
     """For a product of two or more exponentials and other factors, those exponentials and the
     exponent of their product (`exp(logp) / exp(old)` is `exp(logp - old)`); else None."""
-    if not isinstance(node, sp.Mul):
+    if not isinstance(node, tm.Mul):
         return None
-    exps = [factor for factor in node.args if isinstance(factor, sp.exp)]
-    return (exps, sp.Add(*(factor.args[0] for factor in exps))) if len(exps) > 1 else None
+    exps = [factor for factor in node.args if isinstance(factor, tm.exp)]
+    return (exps, tm.Add(*(factor.args[0] for factor in exps))) if len(exps) > 1 else None
 
 
-def _exponents(node: sp.Basic) -> list[sp.Expr]:
+def _exponents(node: tm.Term) -> list[tm.Term]:
     """The exponents `node` raises e to: its argument for `exp(a)`, the combined exponent of a
     product's exponential factors (`_exp_factors`)."""
-    if isinstance(node, sp.exp):
+    if isinstance(node, tm.exp):
         return [node.args[0]]
     combined = _exp_factors(node)
     return [combined[1]] if combined else []
 
 
-def _ratio_forms(expr: sp.Expr) -> bool:
+def _ratio_forms(expr: tm.Term) -> bool:
     """Whether `expr` contains an importance weight exp(logp - old) (old: rollout or detached),
     also spelled as a quotient of exponentials `pi / pi_old`."""
-    for node in sp.preorder_traversal(expr):
+    for node in tm.preorder_traversal(expr):
         for exponent in _exponents(node):
-            arg = sp.expand(exponent)
+            arg = tm.expand(exponent)
             live = arg.coeff(LP) == 1 or arg.coeff(LPD) == 1
             behaviour = arg.coeff(OLD) == -1 or (arg.coeff(LPD) == -1 and arg.coeff(LP) == 1)
             if live and behaviour and REF not in arg.free_symbols:
@@ -85,18 +85,18 @@ def _ratio_forms(expr: sp.Expr) -> bool:
     return False
 
 
-def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
+def sequence_ratio(expr: tm.Term, table: SymbolTable) -> bool:
     """exp(reduction of (logp - old)) multiplying per-token terms: a sequence-level IS ratio."""
     pending, seen, nodes = [expr], set(), []
     while pending:
         current = pending.pop()
-        for node in sp.preorder_traversal(current):
+        for node in tm.preorder_traversal(current):
             nodes.append(node)
             reduction = table.reductions.get(node)
             if reduction is not None and node not in seen:
                 seen.add(node)
                 pending.append(reduction.inner)
-    def is_sequence_exponent(exponent: sp.Expr) -> bool:
+    def is_sequence_exponent(exponent: tm.Term) -> bool:
         """A sum over tokens of (logp - old): one reduction, or a combination of reductions
         (`sum(logp) - sum(old)`), with no per-token role outside them."""
         if exponent.free_symbols & ROLE_SYMBOLS:
@@ -106,11 +106,11 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
         inner_roles = table.role_symbols(table.expand_reductions(exponent))
         return LP in inner_roles and (OLD in inner_roles or LPD in inner_roles) and REF not in inner_roles
 
-    def is_sequence_weight(node: sp.Basic) -> bool:
-        return isinstance(node, sp.exp) and is_sequence_exponent(node.args[0])
+    def is_sequence_weight(node: tm.Term) -> bool:
+        return isinstance(node, tm.exp) and is_sequence_exponent(node.args[0])
 
     for node in nodes:
-        if not isinstance(node, sp.Mul):
+        if not isinstance(node, tm.Mul):
             continue
         weights = [f for f in node.args if is_sequence_weight(f)]
         combined = _exp_factors(node) if not weights else None
@@ -124,7 +124,7 @@ def sequence_ratio(expr: sp.Expr, table: SymbolTable) -> bool:
     return False
 
 
-def _classify_in(coefficient: sp.Expr, variable: sp.Expr) -> tuple[str, int]:
+def _classify_in(coefficient: tm.Term, variable: tm.Term) -> tuple[str, int]:
     """Kind and sign of a coefficient that is a function of the log-ratio `variable`."""
     if is_constant(coefficient):
         value = evaluate(coefficient, POINTS[0]) or 0.0
@@ -134,13 +134,13 @@ def _classify_in(coefficient: sp.Expr, variable: sp.Expr) -> tuple[str, int]:
     scale = affine(coefficient, variable)
     if scale is not None:
         return "reverse", 1 if scale > 0 else -1
-    scale = affine(coefficient, 1 - sp.exp(-variable))
+    scale = affine(coefficient, 1 - tm.exp(-variable))
     if scale is not None:
         return "forward", 1 if scale > 0 else -1
     return "other", 1
 
 
-def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
+def classify_coefficient(expr: tm.Term, table: SymbolTable) -> Coefficient:
     """Classify the gradient coefficient of the loss term `expr` (Tang & Munos 2025, table 1).
 
     Per token, the coefficient is right iff it is `d + const` (`reverse`; one step right, the
@@ -160,12 +160,12 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
         kind, sign = _classify_in(on_policy, LOGRATIO)
         return Coefficient(kind, weighted, seq_ratio, sign)
     # Reductions: a sequence log-ratio D, on-policy weights (value 0 in the exponent) or other.
-    sequence = sp.Symbol("D_sequence", real=True)
-    mapping: dict[sp.Symbol, sp.Expr] = {}
+    sequence = tm.Symbol("D_sequence", real=True)
+    mapping: dict[tm.Symbol, tm.Term] = {}
     for symbol in reductions:
         inner = on_policy_value(table.reductions[symbol].inner, table)
         if is_zero(inner):
-            mapping[symbol] = sp.Integer(0)
+            mapping[symbol] = tm.ZERO
             continue
         scale = proportional(inner, LOGRATIO)
         if scale is not None:
@@ -189,43 +189,43 @@ def classify_coefficient(expr: sp.Expr, table: SymbolTable) -> Coefficient:
     return Coefficient(kind, weighted, seq_ratio, sign, level="sequence")
 
 
-_SUM_OF_REF = sp.Symbol("sum_ref", real=True)
+_SUM_OF_REF = tm.Symbol("sum_ref", real=True)
 
 
-def _unit_weights(expr: sp.Expr, table: SymbolTable) -> dict[sp.Basic, sp.Expr]:
+def _unit_weights(expr: tm.Term, table: SymbolTable) -> dict[tm.Term, tm.Term]:
     """Sequence-level weights of `expr` that equal 1 on-policy (`exp(sum(logp - old))`, also as
     the quotient `exp(sum(logp)) / exp(sum(old))`), each mapped to what remains without it."""
-    def unit(exponent: sp.Expr) -> bool:
+    def unit(exponent: tm.Term) -> bool:
         return any(table.is_reduction(s) for s in exponent.free_symbols) and is_zero(on_policy_value(exponent, table))
 
-    found: dict[sp.Basic, sp.Expr] = {}
-    for node in sp.preorder_traversal(expr):
-        if isinstance(node, sp.exp) and unit(node.args[0]):
-            found[node] = sp.Integer(1)
+    found: dict[tm.Term, tm.Term] = {}
+    for node in tm.preorder_traversal(expr):
+        if isinstance(node, tm.exp) and unit(node.args[0]):
+            found[node] = tm.ONE
         else:
             combined = _exp_factors(node)
             if combined and not any(unit(f.args[0]) for f in combined[0]) and unit(combined[1]):
-                found[node] = sp.Mul(*(f for f in node.args if f not in combined[0]))
+                found[node] = tm.Mul(*(f for f in node.args if f not in combined[0]))
     return found
 
 
-def _linear_sum(inner: sp.Expr, sequence: sp.Symbol) -> sp.Expr | None:
+def _linear_sum(inner: tm.Term, sequence: tm.Symbol) -> tm.Term | None:
     """The sum over tokens of a per-token value `a * logp + b * ref` (a, b numbers) in terms of
     the sequence log-ratio D = sum_t (logp_t - ref_t) and the sum of ref: a * D + (a + b) * sum_ref,
     so that `sum(logp) - sum(ref)` is D. None for any other value (a constant part included)."""
-    a, b = sp.diff(inner, LP), sp.diff(inner, REF)
+    a, b = tm.diff(inner, LP), tm.diff(inner, REF)
     if not (a.is_number and b.is_number) or inner.free_symbols - {LP, REF}:
         return None
-    if not is_zero(sp.expand(inner - a * LP - b * REF)):
+    if not is_zero(tm.expand(inner - a * LP - b * REF)):
         return None
     return a * sequence + (a + b) * _SUM_OF_REF
 
 
-def _sequence_weight(expr: sp.Expr, table: SymbolTable) -> bool:
+def _sequence_weight(expr: tm.Term, table: SymbolTable) -> bool:
     """exp(sum_t (logp_t - old_t)): a sequence-level importance weight."""
-    for node in sp.preorder_traversal(expr):
+    for node in tm.preorder_traversal(expr):
         for exponent in _exponents(node):
             argument = table.expand_reductions(exponent)
-            if argument != exponent and _ratio_forms(sp.exp(argument)):
+            if argument != exponent and _ratio_forms(tm.exp(argument)):
                 return True
     return False

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.bounded import substitute_in_order
 from kllint.analysis.numeric import affine, proportional
 from kllint.analysis.symbolic import LOGRATIO, LP, ON_POLICY, REF, SymbolTable, strip_clamps
 
 _D = LOGRATIO
-ESTIMATOR_TEMPLATES: tuple[tuple[str, sp.Expr], ...] = (
+ESTIMATOR_TEMPLATES: tuple[tuple[str, tm.Term], ...] = (
     ("k1", _D),
     ("k2", _D ** 2 / 2),
-    ("k3", sp.exp(-_D) - 1 + _D),
-    ("k3-inverted", sp.exp(_D) - 1 - _D),
-    ("abs", sp.Abs(_D)),
-    ("reference-ratio", sp.exp(_D)),
+    ("k3", tm.exp(-_D) - 1 + _D),
+    ("k3-inverted", tm.exp(_D) - 1 - _D),
+    ("abs", tm.Abs(_D)),
+    ("reference-ratio", tm.exp(_D)),
 )
 
 
@@ -33,13 +33,13 @@ class EstimatorMatch:
     offset: bool = False
 
 
-def on_policy_value(expr: sp.Expr, table: SymbolTable) -> sp.Expr:
+def on_policy_value(expr: tm.Term, table: SymbolTable) -> tm.Term:
     """The value of `expr` per token, on-policy: stop-gradients and `old` equal `logp`."""
     value = strip_clamps(table.expand_reductions(expr))
     return substitute_in_order(value, ON_POLICY)
 
 
-def classify_value(expr: sp.Expr, table: SymbolTable) -> EstimatorMatch | None:
+def classify_value(expr: tm.Term, table: SymbolTable) -> EstimatorMatch | None:
     """Which KL estimator `expr` computes (by value), whatever its spelling; None if none.
 
     The expression must depend on the reference log-prob.

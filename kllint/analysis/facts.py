@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.estimators import EstimatorMatch
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor
@@ -19,8 +19,8 @@ class KLTerm:
     symbol from then on. `expr` is its pure expression; `estimator` None means a tensor named as
     a KL whose form the analysis cannot see (a function parameter `kl`)."""
 
-    symbol: sp.Symbol
-    expr: sp.Expr
+    symbol: tm.Symbol
+    expr: tm.Term
     estimator: EstimatorMatch | None
     anchor: Anchor
     trace: tuple[Formed, ...] = ()
@@ -76,7 +76,7 @@ class ClampFact:
     clamp's expression (a `Clamp(...)` node, the marker the value carries from here on). The
     rule judges it only where a differentiated value contains it."""
 
-    clamped: sp.Expr
+    clamped: tm.Term
     anchor: Anchor
     call_stack: tuple[Anchor, ...] = ()
 

@@ -1,5 +1,5 @@
 """What an `ast` outline says without libcst: the identifiers a piece of code uses, the names it
-calls, dotted names. The prefilter asks it before the analysis (and its libcst and sympy) is
+calls, dotted names. The prefilter asks it before the analysis (and its libcst) is
 ever imported; `kllint.analysis.definitions` and the entry points ask it of each definition."""
 from __future__ import annotations
 

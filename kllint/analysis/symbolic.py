@@ -1,4 +1,4 @@
-"""Symbols of the symbolic algebra (sympy) of KL estimators, and the table of reductions.
+"""Symbols of the term algebra (`kllint.analysis.terms`) of KL estimators, and the table of reductions.
 
 Per-token log-probabilities are symbols: `LP` (policy, carries gradient), `LPD` (policy,
 stop-gradient), `REF` (frozen reference), `OLD` (rollout policy). A reduction over tokens of an
@@ -12,43 +12,24 @@ classified in `kllint.analysis.coefficients`, both with the numeric identity tes
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
-import sympy as sp
-
+from kllint.analysis import terms as tm
 from kllint.analysis.bounded import substitute_in_order
 
-
-def _in_order(facts: list[str]) -> None:
-    """Sorts the names of the facts in place (see below)."""
-    facts.sort()
-
-
-# sympy shuffles, at random, the order in which it asks the facts that could settle an assumption
-# (`is_positive`), to expose inconsistent handlers in its own tests. The order never changes the
-# answer of a consistent handler, but a random one (or the order of a set of strings, which
-# changes with the hash seed) makes two runs differ in time and, were a handler inconsistent, in
-# findings; the shuffle also costs about 2 % of the analysis. Sorted, the order is the same in
-# every run and every worker.
-_SYMPY_ASSUMPTIONS = importlib.import_module("sympy.core.assumptions")  # `sympy.core.assumptions` is a function
-if callable(getattr(_SYMPY_ASSUMPTIONS, "shuffle", None)):
-    _SYMPY_ASSUMPTIONS.shuffle = _in_order
-
-LP = sp.Symbol("logp", real=True)
-LPD = sp.Symbol("logp_detached", real=True)
-REF = sp.Symbol("ref", real=True)
-OLD = sp.Symbol("old", real=True)
+LP = tm.Symbol("logp", real=True)
+LPD = tm.Symbol("logp_detached", real=True)
+REF = tm.Symbol("ref", real=True)
+OLD = tm.Symbol("old", real=True)
 ROLE_SYMBOLS = frozenset({LP, LPD, REF, OLD})
 LOGRATIO = LP - REF
 ON_POLICY = {LPD: LP, OLD: LP}  # stop-gradients and the rollout policy equal the policy on-policy
 
 
-_FREE: dict[sp.Basic, frozenset] = {}
 _CLEAN_STEMS: dict[str, str] = {}
 
 
-class InternalSymbol(sp.Symbol):
+class InternalSymbol(tm.Symbol):
     """A symbol the analysis makes for its own bookkeeping, told apart from the opaque values of
     the analysed code by its class (never by its name: an analysed variable may be called `K`)."""
 
@@ -69,31 +50,26 @@ class LoopSymbol(InternalSymbol):
     """Stands for a value carried around a loop while the loop body is first run."""
 
 
-SYMBOL_KINDS: dict[str, type[sp.Symbol]] = {
-    "opaque": sp.Symbol, "kl_term": KLTermSymbol, "named_kl": NamedKLSymbol, "reduction": ReductionSymbol,
+SYMBOL_KINDS: dict[str, type[tm.Symbol]] = {
+    "opaque": tm.Symbol, "kl_term": KLTermSymbol, "named_kl": NamedKLSymbol, "reduction": ReductionSymbol,
     "loop": LoopSymbol,
 }
 
 
-def symbols_of(expr: sp.Basic) -> frozenset:
-    """`expr.free_symbols`, memoised: sympy walks the whole tree on every call, and the analysis
-    asks the same expressions again and again (roles, KL terms, reductions, alternatives)."""
-    found = _FREE.get(expr)
-    if found is None:
-        if len(_FREE) > 20_000:
-            _FREE.clear()
-        found = _FREE[expr] = frozenset(expr.free_symbols)
-    return found
+def symbols_of(expr: tm.Term) -> frozenset:
+    """The symbols of `expr` (kept on each node of the term)."""
+    return expr.free_symbols
 
 
-class Clamp(sp.Function):
+class Clamp(tm.Defined):
     """`clamp(x)`: identity inside its range. Kept as a marker so that `exp(x)` with a clamped
     `x` is known to be safe (KL601), and removed before classification."""
 
-    nargs = 1
+    __slots__ = ()
+    name = "Clamp"
 
-    def fdiff(self, argindex: int = 1) -> sp.Expr:
-        return sp.Integer(1)
+    def derivative_factor(self, index: int) -> tm.Term:
+        return tm.ONE
 
 
 @dataclass
@@ -101,8 +77,8 @@ class Reduction:
     """A reduction over tokens: `sum` (sum or mean over the token axis) or `rtg` (reward-to-go:
     reverse cumulative sum, returns or GAE loop)."""
 
-    symbol: sp.Symbol
-    inner: sp.Expr
+    symbol: tm.Symbol
+    inner: tm.Term
     kind: str
 
 
@@ -110,14 +86,14 @@ class Reduction:
 class SymbolTable:
     """Reductions and opaque symbols created while analysing one file."""
 
-    reductions: dict[sp.Symbol, Reduction] = field(default_factory=dict)
+    reductions: dict[tm.Symbol, Reduction] = field(default_factory=dict)
     counter: int = 0
     _by_inner: dict = field(default_factory=dict)
     _roles: dict = field(default_factory=dict)
     _pure: dict = field(default_factory=dict)
     _expanded: dict = field(default_factory=dict)
 
-    def fresh(self, stem: str, kind: str = "opaque", **assumptions: bool) -> sp.Symbol:
+    def fresh(self, stem: str, kind: str = "opaque", **assumptions: bool) -> tm.Symbol:
         """A new symbol named after `stem`, of `kind` (a key of `SYMBOL_KINDS`)."""
         self.counter += 1
         clean = _CLEAN_STEMS.get(stem)
@@ -125,10 +101,9 @@ class SymbolTable:
             clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in stem)[:40] or "t"
             if len(_CLEAN_STEMS) < 10_000:
                 _CLEAN_STEMS[stem] = clean
-        # a fresh name is never built twice: skip the constructor's cache of symbols by name
-        return sp.Symbol.__xnew__(SYMBOL_KINDS[kind], f"{clean}__{self.counter}", **assumptions)
+        return SYMBOL_KINDS[kind](f"{clean}__{self.counter}", **assumptions)
 
-    def reduce(self, inner: sp.Expr, kind: str = "sum") -> sp.Symbol:
+    def reduce(self, inner: tm.Term, kind: str = "sum") -> tm.Symbol:
         """The reduction symbol of `inner`: one per (inner, kind), since the analysis does not
         tell a sum from a mean or one token axis from another (normalisers are positive)."""
         key = (inner, kind)
@@ -139,10 +114,10 @@ class SymbolTable:
             self._by_inner[key] = symbol
         return symbol
 
-    def is_reduction(self, symbol: sp.Basic) -> bool:
+    def is_reduction(self, symbol: tm.Term) -> bool:
         return symbol in self.reductions
 
-    def expand_reductions(self, expr: sp.Expr) -> sp.Expr:
+    def expand_reductions(self, expr: tm.Term) -> tm.Term:
         """Replace each reduction symbol by its inner expression (per-token view of the value),
         up to 8 levels of nested reductions (memoised)."""
         expanded = self._expanded.get(expr)
@@ -156,17 +131,17 @@ class SymbolTable:
             self._expanded[expr] = expanded
         return expanded
 
-    def role_symbols(self, expr: sp.Expr) -> frozenset[sp.Symbol]:
+    def role_symbols(self, expr: tm.Term) -> frozenset[tm.Symbol]:
         """Role symbols (LP, LPD, REF, OLD) in `expr`, looking through reductions (memoised)."""
         cached = self._roles.get(expr)
         if cached is None:
             cached = self._roles[expr] = frozenset(self._role_symbols(expr))
         return cached
 
-    def _role_symbols(self, expr: sp.Expr) -> set[sp.Symbol]:
-        found: set[sp.Symbol] = set()
+    def _role_symbols(self, expr: tm.Term) -> set[tm.Symbol]:
+        found: set[tm.Symbol] = set()
         stack = [expr]
-        seen: set[sp.Basic] = set()
+        seen: set[tm.Term] = set()
         while stack:
             current = stack.pop()
             for symbol in symbols_of(current):
@@ -177,14 +152,14 @@ class SymbolTable:
                     stack.append(self.reductions[symbol].inner)
         return found
 
-    def is_pure(self, expr: sp.Expr) -> bool:
+    def is_pure(self, expr: tm.Term) -> bool:
         """Built only from role symbols, numbers and reductions of pure expressions (memoised)."""
         cached = self._pure.get(expr)
         if cached is None:
             cached = self._pure[expr] = self._is_pure(expr)
         return cached
 
-    def _is_pure(self, expr: sp.Expr) -> bool:
+    def _is_pure(self, expr: tm.Term) -> bool:
         for symbol in symbols_of(expr):
             if symbol in ROLE_SYMBOLS:
                 continue
@@ -193,10 +168,10 @@ class SymbolTable:
             return False
         return True
 
-    def reductions_in(self, expr: sp.Expr) -> list[Reduction]:
+    def reductions_in(self, expr: tm.Term) -> list[Reduction]:
         return [self.reductions[s] for s in symbols_of(expr) if s in self.reductions]
 
 
-def strip_clamps(expr: sp.Expr) -> sp.Expr:
+def strip_clamps(expr: tm.Term) -> tm.Term:
     """`expr` with every `Clamp` replaced by its argument."""
     return expr.replace(Clamp, lambda arg: arg) if expr.has(Clamp) else expr

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
-import sympy as sp
-from sympy.core.function import AppliedUndef
+from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis.estimators import classify_value, on_policy_value
@@ -179,7 +178,7 @@ def clamp(it: InterpreterLike, value: Value, node: cst.Call, frame: FrameLike) -
     return join(*options)
 
 
-def _exp_of_live_logratio(it: InterpreterLike, expr: sp.Expr) -> bool:
+def _exp_of_live_logratio(it: InterpreterLike, expr: tm.Term) -> bool:
     """A KL estimate (not a PPO ratio clip) with the exp of an unclamped live log-ratio: a
     difference of log-probs, unbounded (exp of a log-softmax is a probability, at most 1)."""
     if REF not in it.algebra.table.role_symbols(expr):
@@ -187,22 +186,22 @@ def _exp_of_live_logratio(it: InterpreterLike, expr: sp.Expr) -> bool:
     match = classify_value(expr, it.algebra.table) if it.algebra.table.is_pure(expr) else None
     if match is not None and match.name == "reference-ratio":
         return False
-    for sub in sp.preorder_traversal(it.algebra.table.expand_reductions(expr)):
-        if isinstance(sub, sp.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
+    for sub in tm.preorder_traversal(it.algebra.table.expand_reductions(expr)):
+        if isinstance(sub, tm.exp) and LP in sub.args[0].free_symbols and not sub.args[0].has(Clamp):
             if _log_ratio(sub.args[0]):
                 return True
     return False
 
 
-def _log_ratio(expr: sp.Expr) -> bool:
+def _log_ratio(expr: tm.Term) -> bool:
     """A difference of log-probs of two policies: it depends on two of them, and no longer on
     them once they are all equal (through opaque helpers, such as padding, the first suffices)."""
     roles_in = expr.free_symbols & {LP, LPD, REF, OLD}
     if len(roles_in) < 2:
         return False  # exp of one policy's log-probs is a probability, at most 1
-    if expr.atoms(AppliedUndef):
+    if expr.atoms(tm.Undefined):
         return True
-    common = sp.Dummy("common", real=True)
+    common = tm.Dummy("common", real=True)
     same = expr.xreplace({symbol: common for symbol in roles_in})
     return common not in same.free_symbols
 
@@ -236,7 +235,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         # `Categorical(logits=...).log_prob(tokens)`: the log-probs of the tokens under it
         chosen = obj.with_(vocab=False, kind=None)
         if obj.space == "prob":
-            return algebra.unary(chosen, sp.log, anchor).with_(space="logprob")
+            return algebra.unary(chosen, tm.log, anchor).with_(space="logprob")
         return chosen.with_(space="logprob")
     if name in fw.PIECES and algebra.has_roles(obj.expr):
         return obj.with_(kind="pieces")  # `ref_logp.chunk(n)`: each piece holds the same values
@@ -247,16 +246,16 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name in fw.EXP:
         space = "prob" if obj.space == "logprob" else None
         # exp of logits: the unnormalised probabilities, whose sum over the vocabulary is the partition function
-        return algebra.unary(obj, sp.exp, anchor).with_(space=space, kind="exp_logits" if obj.space == "logits" else None)
+        return algebra.unary(obj, tm.exp, anchor).with_(space=space, kind="exp_logits" if obj.space == "logits" else None)
     if name in fw.LOG:
         if obj.kind == "partition":  # log of the partition function: the log-softmax normaliser
             return it.algebra.number(0).with_(kind="log_normaliser")
         space = "logprob" if obj.space == "prob" else None
-        return algebra.unary(obj, sp.log, anchor).with_(space=space)
+        return algebra.unary(obj, tm.log, anchor).with_(space=space)
     if name == "expm1":
-        return algebra.unary(obj, lambda e: sp.exp(e) - 1, anchor)
+        return algebra.unary(obj, lambda e: tm.exp(e) - 1, anchor)
     if name == "log1p":
-        return algebra.unary(obj, lambda e: sp.log(1 + e), anchor)
+        return algebra.unary(obj, lambda e: tm.log(1 + e), anchor)
     if name in ("square",):
         return algebra.unary(obj, lambda e: e ** 2, anchor)
     if name in ("pow", "power", "float_power") and args:
@@ -264,7 +263,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name == "sqrt":
         return algebra.unary(obj, _square_root, anchor)
     if name in ("abs", "absolute"):
-        return algebra.unary(obj, sp.Abs, anchor)
+        return algebra.unary(obj, tm.Abs, anchor)
     if name in ("neg", "negative"):
         return algebra.unary(obj, lambda e: -e, anchor)
     if name in fw.MULTI_ARG_ARITH and args:
@@ -272,12 +271,12 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name in fw.CLAMPS:
         return clamp(it, obj, node, frame)
     if name == "softmax":  # probabilities of a distribution whose log-probs are the (normalised) logits
-        return algebra.unary(obj, sp.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
+        return algebra.unary(obj, tm.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
     if name == "log_softmax":
         return obj.with_(space="logprob", vocab=True)
     if name in fw.PROB_MAPS or name in fw.LOGPROB_MAPS:
         space = "prob" if name in fw.PROB_MAPS else "logprob"
-        return algebra.unary(obj, sp.Function(name), anchor).with_(space=space)
+        return algebra.unary(obj, tm.Function(name), anchor).with_(space=space)
     if name in fw.REDUCTIONS:
         if obj.kind == "analytic_elementwise" and name == "sum":
             return obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
@@ -336,14 +335,13 @@ def vocabulary_max(it: InterpreterLike, t: Tensor, name: str) -> Tensor | None:
 def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:
     """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
     value = on_policy_value(t.expr, it.algebra.table)
-    if proportional(value, sp.exp(LP) * LOGRATIO) is None:
+    if proportional(value, tm.exp(LP) * LOGRATIO) is None:
         return None
     return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
 
 
-def _square_root(expr: sp.Expr) -> sp.Expr:
-    """`sqrt(expr)`, left unevaluated unless `expr` is a number: sympy's evaluation asks the sign
-    of the whole expression through its assumption system, which is slow on the large normalisers
-    (running variances) that reach a `sqrt`, and no rule looks inside a square root."""
-    return sp.sqrt(expr) if expr.is_number else sp.Pow(expr, sp.S.Half, evaluate=False)
+def _square_root(expr: tm.Term) -> tm.Term:
+    """`sqrt(expr)`, left unevaluated unless `expr` is a number: no rule looks inside a square
+    root, and the large normalisers (running variances) that reach one need not be examined."""
+    return tm.sqrt(expr) if expr.is_number else tm.Pow(expr, tm.HALF, evaluate=False)
 

@@ -1,6 +1,6 @@
 """Abstract values of the interpreter.
 
-A `Tensor` is a sympy expression over role symbols (see `symbolic`), opaque symbols (anything
+A `Tensor` is a term (`kllint.analysis.terms`) over role symbols (see `symbolic`), opaque symbols (anything
 the analysis does not model: advantages, coefficients, masks) and KL-term symbols (a KL estimate
 that met other terms; its meaning is kept in a `KLTerm`). `Alts` holds the alternatives of a value
 that depends on a branch (if/else, mode strings from config).
@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 import libcst as cst
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.symbolic import InternalSymbol, KLTermSymbol, symbols_of
 from kllint.diagnostics import Span, TraceStep
@@ -64,7 +64,7 @@ class Formed:
     there (what it is, a log-ratio, a ratio, an estimator, a clamp, is for the rules to say)."""
 
     anchor: Anchor
-    expr: sp.Expr = field(compare=False, hash=False)
+    expr: tm.Term = field(compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Tensor:
     `trace` holds `Formed` steps; `reduced`: where the (still pure) estimate was first reduced.
     """
 
-    expr: sp.Expr
+    expr: tm.Term
     anchor: Anchor | None = None
     trace: tuple["Formed", ...] = ()
     space: str | None = None
@@ -338,7 +338,7 @@ def _opaque(expr: Any) -> bool:
 
 
 def identity_key(value: Value) -> object:
-    """A hashable identity for de-duplicating alternatives (sympy expressions hash structurally)."""
+    """A hashable identity for de-duplicating alternatives (terms hash structurally)."""
     if isinstance(value, Tensor):
         return ("tensor", value.expr, value.anchor)
     try:

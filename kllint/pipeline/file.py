@@ -145,7 +145,7 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     if too_deep is not None:
         return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
     # imported here, not at the top: a run whose files are all cached or skipped by the
-    # prefilter never loads the analysis (libcst, sympy)
+    # prefilter never loads the analysis (libcst, the term algebra)
     from kllint.rules.dispatch import check_source
 
     tracking = track and index is not None and hasattr(index, "begin_tracking")

@@ -165,7 +165,7 @@ def implementation_digest(entry_format: str) -> str:
     entry points count because tests replace the analysis by a fake one in process.
     """
     global _IMPLEMENTATION
-    # the analysis (libcst, sympy) is not imported just to read this name: if nothing imported
+    # the analysis (libcst, the term algebra) is not imported just to read this name: if nothing imported
     # it yet, nothing replaced its entry point either
     dispatch = sys.modules.get("kllint.rules.dispatch")
     check_source = dispatch.check_source if dispatch is not None else None

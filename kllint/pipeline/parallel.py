@@ -93,7 +93,7 @@ def usable() -> bool:
     Workers import kllint afresh; when the analysis entry points of this process have been
     replaced (by a test double or an embedding application), they would not, so the run stays
     in this process. An analysis this process has not imported cannot have been replaced, and
-    the parent of a pool never imports it (libcst and sympy: a second of start-up and about a
+    the parent of a pool never imports it (libcst and the analysis: a second of start-up and about a
     hundred megabytes that only the workers need).
     """
     dispatch = sys.modules.get("kllint.rules.dispatch")

@@ -10,7 +10,7 @@ Files that cannot are only checked for syntax (`ast`, much cheaper than libcst).
 
 A file whose text names one only in comments or docstrings has no entry point either: its code
 is asked too (`code_might_matter`, from the `ast` tree the syntax check built), before the
-analysis and its libcst and sympy are ever imported.
+analysis and its libcst are ever imported.
 """
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-import sympy as sp
-from sympy.core.function import AppliedUndef
+from kllint.analysis import terms as tm
 
 from kllint.analysis.algebra import Algebra
 from kllint.analysis.facts import KLTerm
@@ -140,10 +139,9 @@ def _or(words) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def sign_of(expr: sp.Expr) -> int:
-    """1 or -1 when sympy's assumptions prove `expr` positive or negative, else 0. A product with
-    a symbol that may be zero is neither, which sympy takes long to find out (most coefficients
-    are products of opaque real values)."""
+def sign_of(expr: tm.Term) -> int:
+    """1 or -1 when the assumptions of its symbols prove `expr` positive or negative, else 0
+    (a product with a symbol that may be zero is neither)."""
     sign = _SIGNS.get(expr)
     if sign is None:
         if len(_SIGNS) > 20_000:
@@ -152,10 +150,10 @@ def sign_of(expr: sp.Expr) -> int:
     return sign
 
 
-_SIGNS: dict[sp.Expr, int] = {}
+_SIGNS: dict[tm.Term, int] = {}
 
 
-def _sign_of(expr: sp.Expr) -> int:
+def _sign_of(expr: tm.Term) -> int:
     factors = expr.args if expr.is_Mul else (expr,)
     if any(factor.is_Symbol and factor.is_zero is not False for factor in factors):
         return 0
@@ -183,15 +181,15 @@ class Place:
     token_coefficient: bool = False
 
 
-def occurrences(expr: sp.Expr, algebra: Algebra) -> dict[sp.Symbol, list[Place]]:
+def occurrences(expr: tm.Term, algebra: Algebra) -> dict[tm.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
-    found: dict[sp.Symbol, list[Place]] = {}
+    found: dict[tm.Symbol, list[Place]] = {}
     _walk_occurrences(expr, 1, "none", False, (True, True), 0, algebra, found, False)
     return found
 
 
-def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear: tuple[bool, bool], depth: int,
-                      algebra: Algebra, found: dict[sp.Symbol, list[Place]], live_here: bool) -> None:
+def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear: tuple[bool, bool], depth: int,
+                      algebra: Algebra, found: dict[tm.Symbol, list[Place]], live_here: bool) -> None:
     """`linear` is (linear, affine), see `Place`; `live_here`: a live factor multiplies the node
     inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
@@ -202,7 +200,7 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
         found.setdefault(node, []).append(Place(sign, reduced, live, *linear, live_here))
         return
 
-    def walk(child: sp.Expr, child_sign: int, child_reduced: str, child_live: bool, keep: bool,
+    def walk(child: tm.Term, child_sign: int, child_reduced: str, child_live: bool, keep: bool,
              child_here: bool, through_call: bool = False) -> None:
         child_linear = (linear[0] and keep, linear[1] and (keep or through_call))
         _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
@@ -213,12 +211,12 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
         walk(reduction.inner, sign, "rtg" if reduction.kind == "rtg" or reduced == "rtg" else "sum", live, True,
              False)
         return
-    if isinstance(node, sp.Add):
+    if isinstance(node, tm.Add):
         for arg in node.args:
             walk(arg, sign, reduced, live, True, live_here)
-    elif isinstance(node, sp.Mul):
+    elif isinstance(node, tm.Mul):
         for index, arg in enumerate(node.args):
-            others = sp.Mul(*(a for i, a in enumerate(node.args) if i != index))
+            others = tm.Mul(*(a for i, a in enumerate(node.args) if i != index))
             kl_factor = bool(algebra.kl_symbols(others))
             live_others = algebra.live(others)
             # a coefficient of the score function counts only the reductions inside it: the sum
@@ -229,13 +227,13 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
                                        if i != index and algebra.kl_symbols(a))
             walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
                  not kl_factor, live_here or live_others, through_call=scaled)
-    elif isinstance(node, sp.Pow):
+    elif isinstance(node, tm.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
         walk(base, sign if exponent == 1 else 0, reduced, live, exponent == 1, live_here)
         walk(exponent, 0, reduced, live, False, live_here)
     else:
-        opaque = isinstance(node, AppliedUndef) and str(node.func).startswith("call_") and len(node.args) == 1
+        opaque = isinstance(node, tm.Undefined) and node.name.startswith("call_") and len(node.args) == 1
         for arg in node.args:
             walk(arg, 0, reduced, live, False, live_here, through_call=opaque)
 
@@ -243,25 +241,25 @@ def _walk_occurrences(node: sp.Expr, sign: int, reduced: str, live: bool, linear
 _SCALE_CALLS = frozenset({"call_rsqrt", "call_std", "call_var", "call_sqrt", "call_norm"})
 
 
-def _batch_scale(factor: sp.Expr, algebra: Algebra) -> bool:
+def _batch_scale(factor: tm.Term, algebra: Algebra) -> bool:
     """A positive batch statistic that scales a value: `rsqrt(var)`, `1 / (std + eps)`,
     `1 / sum(mask)` (advantage whitening and normalisers), not a per-token function."""
-    if isinstance(factor, AppliedUndef):
-        return str(factor.func) == "call_rsqrt"
-    if isinstance(factor, sp.Pow) and factor.exp.is_number and factor.exp.is_negative:
+    if isinstance(factor, tm.Undefined):
+        return factor.name == "call_rsqrt"
+    if isinstance(factor, tm.Pow) and factor.exp.is_number and factor.exp.is_negative:
         base = factor.base
-        terms = base.args if isinstance(base, sp.Add) else (base,)
-        return all(t.is_number or (isinstance(t, AppliedUndef) and str(t.func) in _SCALE_CALLS)
-                   or (isinstance(t, sp.Pow) and t.exp == sp.Rational(1, 2) and _statistic(t.base, algebra))
+        terms = base.args if isinstance(base, tm.Add) else (base,)
+        return all(t.is_number or (isinstance(t, tm.Undefined) and t.name in _SCALE_CALLS)
+                   or (isinstance(t, tm.Pow) and t.exp == tm.HALF and _statistic(t.base, algebra))
                    or _statistic(t, algebra) for t in terms)
     return False
 
 
-def _statistic(expr: sp.Expr, algebra: Algebra) -> bool:
+def _statistic(expr: tm.Term, algebra: Algebra) -> bool:
     """A reduction (a batch sum or mean), a positive symbol (a token count) or a product of them."""
-    if isinstance(expr, sp.Symbol):
+    if isinstance(expr, tm.Symbol):
         return algebra.table.is_reduction(expr) or bool(expr.is_positive)
-    return isinstance(expr, sp.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
+    return isinstance(expr, tm.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
                                             for a in expr.args)
 
 

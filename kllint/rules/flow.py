@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.facts import BranchChoice, LossFact, RewardFact
 from kllint.rules.base import RuleContext, occurrences
@@ -14,7 +14,7 @@ from kllint.rules.base import RuleContext, occurrences
 def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
     """Fill `ctx.losses`, `ctx.differentiated`, `ctx.named_rewards` and `ctx.choices` from the facts."""
     algebra = ctx.algebra
-    seen: set[sp.Expr] = set()
+    seen: set[tm.Term] = set()
     for fact in facts:
         if isinstance(fact, LossFact):
             wrapped = algebra.wrap(fact.loss)
@@ -41,7 +41,7 @@ def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
     return found
 
 
-def reaches_loss(ctx: RuleContext, symbol: sp.Symbol) -> bool:
+def reaches_loss(ctx: RuleContext, symbol: tm.Symbol) -> bool:
     """Whether a KL term (or the same estimate, before it became a term) is in a differentiated value."""
     if symbol in ctx.differentiated:
         return True
@@ -51,7 +51,7 @@ def reaches_loss(ctx: RuleContext, symbol: sp.Symbol) -> bool:
     return bool(losses_with(ctx, expr, first=True))
 
 
-def losses_with(ctx: RuleContext, marker: sp.Expr, first: bool = False) -> list[LossFact]:
+def losses_with(ctx: RuleContext, marker: tm.Term, first: bool = False) -> list[LossFact]:
     """The loss facts whose differentiated value contains `marker` (the first one only, with
     `first`); values shared by several facts are searched once."""
     found, searched = [], {}

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 import libcst as cst
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis.algebra import ANALYTIC_KL
 from kllint.analysis.estimators import classify_value
 from kllint.analysis.facts import KLTerm, LossFact, RewardFact, SinkKind
 from kllint.analysis.module import dotted_name
@@ -34,7 +35,7 @@ class Step(NamedTuple):
     note: str
 
 
-def _unclamped(expr: sp.Expr) -> tuple[sp.Expr, bool]:
+def _unclamped(expr: tm.Term) -> tuple[tm.Term, bool]:
     if isinstance(expr, Clamp):
         return expr.args[0], True
     return expr, False
@@ -42,25 +43,38 @@ def _unclamped(expr: sp.Expr) -> tuple[sp.Expr, bool]:
 
 _PAIRS = ((LP, REF, "pi", "pi_ref"), (LPD, REF, "pi", "pi_ref"), (LP, OLD, "pi", "pi_old"),
           (LPD, OLD, "pi", "pi_old"), (LP, LPD, "pi", "stopgrad(pi)"))
+_RATIOS = tuple((tm.expand(top - bottom), tm.expand(bottom - top), top_name, bottom_name)
+                for top, bottom, top_name, bottom_name in _PAIRS)
+_EXPANDED: dict[tm.Term, tm.Term] = {}
 
 
-def _log_ratio_words(expr: sp.Expr, table: SymbolTable) -> str | None:
+def _expanded(expr: tm.Term) -> tm.Term:
+    """`tm.expand(expr)`, memoised (trace steps describe the same values again and again)."""
+    found = _EXPANDED.get(expr)
+    if found is None:
+        if len(_EXPANDED) > 20_000:
+            _EXPANDED.clear()
+        found = _EXPANDED[expr] = tm.expand(expr)
+    return found
+
+
+def _log_ratio_words(expr: tm.Term, table: SymbolTable) -> str | None:
     """`the log-ratio log(pi / pi_ref)` for logp - ref (either sign, detached or not, summed;
     also against the rollout policy)."""
     expr, clamped = _unclamped(expr)
     summed = ""
     if expr in table.reductions and table.reductions[expr].kind == "sum":
         expr, summed = table.reductions[expr].inner, ", summed over tokens"
-    expanded = sp.expand(expr)
-    for top, bottom, top_name, bottom_name in _PAIRS:
-        if expanded == sp.expand(top - bottom):
+    expanded = _expanded(expr)
+    for forward, backward, top_name, bottom_name in _RATIOS:
+        if expanded == forward:
             return f"the log-ratio log({top_name} / {bottom_name}){summed}" + (", clamped" if clamped else "")
-        if expanded == sp.expand(bottom - top):
+        if expanded == backward:
             return f"the log-ratio log({bottom_name} / {top_name}){summed}" + (", clamped" if clamped else "")
     return None
 
 
-def describe_value(expr: sp.Expr, table: SymbolTable, estimate_seen: set[str], log_ratio_seen: bool) -> str:
+def describe_value(expr: tm.Term, table: SymbolTable, estimate_seen: set[str], log_ratio_seen: bool) -> str:
     """What a value on the way to a KL estimate is: the policy's log-probs, the log-ratio, the
     ratio, `k3 built from the log-ratio`, `k3, clamped`. `estimate_seen` collects the estimators
     already described (the first mention says what it is built from)."""
@@ -70,7 +84,7 @@ def describe_value(expr: sp.Expr, table: SymbolTable, estimate_seen: set[str], l
     ratio = _log_ratio_words(expr, table)
     if ratio is not None:
         return ratio
-    if isinstance(core, sp.exp):
+    if isinstance(core, tm.exp):
         inner = _log_ratio_words(core.args[0], table)
         if inner is not None:
             direction = inner[len("the log-ratio log("):].split(")", 1)[0]
@@ -79,7 +93,7 @@ def describe_value(expr: sp.Expr, table: SymbolTable, estimate_seen: set[str], l
             return f"{what} {direction}{sequence} (exp of the log-ratio)" + (", clamped" if clamped else "")
     if core in table.reductions and table.reductions[core].inner in ROLE_WORDS:
         return ROLE_WORDS[table.reductions[core].inner] + ", summed over tokens"
-    if str(getattr(core, "func", "")) == "AnalyticKL":
+    if isinstance(core, ANALYTIC_KL):
         return "the analytic KL(pi || ref) over the vocabulary"
     match = classify_value(expr, table)
     if match is not None:
@@ -96,14 +110,14 @@ def describe_value(expr: sp.Expr, table: SymbolTable, estimate_seen: set[str], l
     return "computed from the log-probs"
 
 
-def at_anchor(term: KLTerm, table: SymbolTable) -> sp.Expr:
+def at_anchor(term: KLTerm, table: SymbolTable) -> tm.Term:
     """The estimate as formed at its anchor: without the reductions applied to it afterwards
     (a pure estimate reduced by `agg_loss` keeps its anchor) and without a constant factor."""
     expr = term.expr
     if term.reduced is None:
         return expr
     for _ in range(4):
-        factor, rest = expr.as_coeff_Mul() if isinstance(expr, sp.Mul) else (1, expr)
+        factor, rest = expr.as_coeff_Mul() if isinstance(expr, tm.Mul) else (1, expr)
         if rest in table.reductions:
             expr = table.reductions[rest].inner
         else:

@@ -4,7 +4,7 @@ sinks that assignments and outputs reach."""
 from __future__ import annotations
 
 import libcst as cst
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
@@ -119,7 +119,7 @@ class Bindings:
                         and not self.fields.judged(item)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
-    def _wrapped_expr(self, t: Tensor) -> sp.Expr:
+    def _wrapped_expr(self, t: Tensor) -> tm.Term:
         return self.algebra.wrap(t)
 
     def output_loss_entry(self, key: object, value: Value, frame: Frame, node: cst.CSTNode) -> None:

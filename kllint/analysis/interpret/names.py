@@ -7,7 +7,7 @@ import functools
 from dataclasses import replace
 
 import libcst as cst
-import sympy as sp
+from kllint.analysis import terms as tm
 
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.definitions import LazyClass, class_methods
@@ -26,7 +26,7 @@ class Names:
         if name in frame.env:
             value = frame.env[name]
             if isinstance(value, Tensor) and value.expr in ROLE_SYMBOLS:
-                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(_text(value.expr))
+                self.name_roles.setdefault((frame.module.display, frame.function), {}).setdefault(name, set()).add(value.expr.name)
             return value
         if frame.closure is not None and name in frame.closure:
             return frame.closure[name]
@@ -146,16 +146,10 @@ class Names:
         return ModuleRef(qualname)
 
 
-@functools.lru_cache(maxsize=20_000)
-def _text(expr: sp.Expr) -> str:
-    """`str(expr)`, memoised (sympy's printer is slow and the same values are named often)."""
-    return str(expr)
-
-
-def stem(expr: sp.Expr) -> str:
+def stem(expr: tm.Term) -> str:
     """The name an opaque value was made from (`t__12` -> `t`)."""
     if expr.is_Symbol:
-        return expr.name.split("__")[0]  # what printing it gives, without the printer
+        return expr.name.split("__")[0]
     # a compound value (`2*t__3`, `t__3 + t__4`) is named after its symbol when it has one, and
     # after nothing otherwise: printing it is slow (floats, large normalisers) and its text
     # names no single value

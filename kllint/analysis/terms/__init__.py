@@ -4,6 +4,7 @@ sign assumptions (see `core` and `arith`). It replaces a computer algebra system
 analysis' hot path: building a term costs microseconds and importing this package a few
 milliseconds.
 """
+from kllint.analysis.terms import printing as _printing  # noqa: F401  (binds the text of a term)
 from kllint.analysis.terms import signs as _signs  # noqa: F401  (binds the assumption queries)
 from kllint.analysis.terms.arith import Add, Mul, Pow
 from kllint.analysis.terms.calculus import default_sort_key, diff, expand, preorder_traversal

@@ -18,14 +18,16 @@ from __future__ import annotations
 from fractions import Fraction
 from operator import attrgetter
 
-from kllint.analysis.terms import numbers
-from kllint.analysis.terms.core import ONE, ZERO, Num, Term, as_term, bind_arithmetic
+import kllint.analysis.terms.numbers as numbers
+from kllint.analysis.terms.core import HOOKS, ONE, ZERO, Num, Term, as_term, bind
 
 
 _HASH_OF = attrgetter("_hash")
 
 
-def _node(cls: type, args: tuple[Term, ...]) -> Term:
+def make_node(cls: type, args: tuple[Term, ...]) -> Term:
+    """A node of class `cls` over `args` as given (no simplification: the caller ensures the
+    canonical form, or wants the node unevaluated)."""
     node = object.__new__(cls)
     node.args = args
     node._hash = hash((cls.__name__, *map(_HASH_OF, args)))
@@ -52,7 +54,7 @@ class Add(Term):
     def __new__(cls, *args: object, evaluate: bool = True) -> Term:
         terms = [as_term(a) for a in args]
         if not evaluate:
-            return _node(cls, tuple(terms)) if len(terms) > 1 else (terms[0] if terms else ZERO)
+            return make_node(cls, tuple(terms)) if len(terms) > 1 else (terms[0] if terms else ZERO)
         return add(*terms)
 
     def __init__(self, *args: object, evaluate: bool = True) -> None:
@@ -62,7 +64,7 @@ class Add(Term):
         first = self.args[0]
         if first.is_Number:
             rest = self.args[1:]
-            return first, rest[0] if len(rest) == 1 else _node(Add, rest)
+            return first, rest[0] if len(rest) == 1 else make_node(Add, rest)
         return ZERO, self
 
 
@@ -76,7 +78,7 @@ class Mul(Term):
     def __new__(cls, *args: object, evaluate: bool = True) -> Term:
         factors = [as_term(a) for a in args]
         if not evaluate:
-            return _node(cls, tuple(factors)) if len(factors) > 1 else (factors[0] if factors else ONE)
+            return make_node(cls, tuple(factors)) if len(factors) > 1 else (factors[0] if factors else ONE)
         return mul(*factors)
 
     def __init__(self, *args: object, evaluate: bool = True) -> None:
@@ -86,7 +88,7 @@ class Mul(Term):
         first = self.args[0]
         if first.is_Number:
             rest = self.args[1:]
-            return first, rest[0] if len(rest) == 1 else _node(Mul, rest)
+            return first, rest[0] if len(rest) == 1 else make_node(Mul, rest)
         return ONE, self
 
 
@@ -100,7 +102,7 @@ class Pow(Term):
     def __new__(cls, base: object, exponent: object, evaluate: bool = True) -> Term:
         b, e = as_term(base), as_term(exponent)
         if not evaluate:
-            return _node(cls, (b, e))
+            return make_node(cls, (b, e))
         return power(b, e)
 
     def __init__(self, *args: object, evaluate: bool = True) -> None:
@@ -141,7 +143,7 @@ def add(*args: Term) -> Term:
             if term.is_Mul and term.args[0].is_Number:
                 args_ = term.args
                 coefficient = args_[0].value
-                rest = args_[1] if len(args_) == 2 else _node(Mul, args_[1:])
+                rest = args_[1] if len(args_) == 2 else make_node(Mul, args_[1:])
             else:
                 coefficient, rest = 1, term
             known = coefficients.get(rest)
@@ -155,9 +157,9 @@ def add(*args: Term) -> Term:
         if coefficient == 1 and type(coefficient) is int:
             parts.append(rest)
         elif rest.is_Mul:
-            parts.append(_node(Mul, (Num(coefficient),) + rest.args))
+            parts.append(make_node(Mul, (Num(coefficient),) + rest.args))
         else:
-            parts.append(_node(Mul, (Num(coefficient), rest)) if not rest.is_Add else mul(Num(coefficient), rest))
+            parts.append(make_node(Mul, (Num(coefficient), rest)) if not rest.is_Add else mul(Num(coefficient), rest))
     if len(parts) > 1:
         parts.sort(key=_key_of)
     if type(constant) is not int:
@@ -168,7 +170,7 @@ def add(*args: Term) -> Term:
         return Num(constant)
     if len(parts) == 1:
         return parts[0]
-    return _node(Add, tuple(parts))
+    return make_node(Add, tuple(parts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def mul(*args: Term) -> Term:
             continue
         if factor.is_Pow:
             base, exponent = factor.args
-        elif type(factor) is _EXP[0]:
+        elif factor.is_exp:
             base, exponent = _E, factor.args[0]
         else:
             base, exponent = factor, ONE
@@ -210,7 +212,7 @@ def mul(*args: Term) -> Term:
             number, term = exponent.value, ONE
         elif exponent.is_Mul and exponent.args[0].is_Number:
             number = exponent.args[0].value
-            term = exponent.args[1] if len(exponent.args) == 2 else _node(Mul, exponent.args[1:])
+            term = exponent.args[1] if len(exponent.args) == 2 else make_node(Mul, exponent.args[1:])
         else:
             number, term = 1, exponent
         by_term = exponents.get(base)
@@ -258,7 +260,7 @@ def mul(*args: Term) -> Term:
         return Num(coefficient)
     if len(parts) == 1:
         return parts[0]
-    return _node(Mul, tuple(parts))
+    return make_node(Mul, tuple(parts))
 
 
 def _two_factor_distribution(a: Term, b: Term) -> Term | None:
@@ -272,7 +274,7 @@ def _two_factor_distribution(a: Term, b: Term) -> Term | None:
         return None
     if r is not ONE and not (r.is_Number and r.value == 1 and numbers.exact(r.value)):
         scaled = mul(a, r)
-        return rest if scaled == ONE else _node(Mul, (scaled, rest))
+        return rest if scaled == ONE else make_node(Mul, (scaled, rest))
     return add(*(mul(a, term) for term in rest.args))
 
 
@@ -288,17 +290,15 @@ def power(base: Term, exponent: Term) -> Term:
             return base
     if base.is_Number and base.value == 1 and numbers.exact(base.value):
         return ONE
-    from kllint.analysis.terms.functions import Abs, exp
-
-    if isinstance(base, exp):
-        return exp(mul(base.args[0], exponent))
+    if base.is_exp:
+        return HOOKS["exp"](mul(base.args[0], exponent))
     if base == _E:
-        return exp(exponent)
+        return HOOKS["exp"](exponent)
     if base.is_Number and exponent.is_Number:
         if base.value == 0 and exponent.value < 0:
             raise ZeroDivisionError("0 to a negative power")
         value = numbers.power(base.value, exponent.value)
-        return Num(value) if value is not None else _node(Pow, (base, exponent))
+        return Num(value) if value is not None else make_node(Pow, (base, exponent))
     integer = exponent.is_Number and isinstance(exponent.value, int)
     if base.is_Pow:
         combined = _power_of_power(base.args[0], base.args[1], exponent)
@@ -309,14 +309,14 @@ def power(base: Term, exponent: Term) -> Term:
             return mul(*(power(factor, exponent) for factor in base.args))
         if exponent.is_Number:
             return _split_power_of_product(base, exponent)
-    elif isinstance(base, Abs) and integer:
+    elif base.is_Abs and integer:
         inner = base.args[0]
         if inner.is_real:
             if exponent.value % 2 == 0:
                 return power(inner, exponent)
             if exponent.value != -1:
                 return mul(power(inner, Num(exponent.value - 1)), base)
-    return _node(Pow, (base, exponent))
+    return make_node(Pow, (base, exponent))
 
 
 def _power_of_power(base: Term, inner: Term, outer: Term) -> Term | None:
@@ -329,9 +329,7 @@ def _power_of_power(base: Term, inner: Term, outer: Term) -> Term | None:
     if inner.is_Number and inner.value == -1 and numbers.exact(inner.value) and half and base.is_negative is False:
         return power(base, mul(Num(-1), outer))
     if inner.is_Number and isinstance(inner.value, int) and inner.value % 2 == 0 and base.is_real:
-        from kllint.analysis.terms.functions import Abs
-
-        base = Abs(base)
+        base = HOOKS["Abs"](base)
     if (inner.is_Number and abs(inner.value) < 1) or base.is_nonnegative:
         return power(base, mul(inner, outer))
     return None
@@ -344,25 +342,23 @@ def _split_power_of_product(base: Term, exponent: Term) -> Term:
     for factor in base.args:
         (nonnegative if factor.is_nonnegative else others).append(factor)
     if not nonnegative:
-        return _node(Pow, (base, exponent))
+        return make_node(Pow, (base, exponent))
     if not others:
         tail = []
     elif len(others) == 1:
         tail = [power(others[0], exponent)]
     else:
-        tail = [_node(Pow, (_node(Mul, tuple(others)), exponent))]
+        tail = [make_node(Pow, (make_node(Mul, tuple(others)), exponent))]
     return mul(*(power(factor, exponent) for factor in nonnegative), *tail)
 
 
 _E: Term = ONE  # exp(1), set by `kllint.analysis.terms.functions`
-_EXP: list[type] = [type(None)]  # the exponential's class, likewise
 
 
 def set_e(value: Term) -> None:
-    """Called once by `kllint.analysis.terms.functions` with `exp(1)` (its class is `exp`)."""
+    """Called once by `kllint.analysis.terms.functions` with `exp(1)`."""
     global _E
     _E = value
-    _EXP[0] = type(value)
 
 
-bind_arithmetic(add, mul, power)
+bind(add=add, mul=mul, pow=power)

@@ -12,17 +12,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Iterator
 
-from kllint.analysis.terms import numbers
+from kllint.analysis.terms.numbers import Number, finite, normal
+from kllint.analysis.terms.operators import HOOKS, Operators, bind
 
-_ARITH: dict[str, Callable[..., "Term"]] = {}
-
-
-def bind_arithmetic(add: Callable[..., "Term"], mul: Callable[..., "Term"], power: Callable[..., "Term"]) -> None:
-    """Install the canonical constructors the operators of every term use."""
-    _ARITH.update(add=add, mul=mul, pow=power)
-
-
-class Term:
+class Term(Operators):
     """A node of the algebra. Subclasses set the class flags and `_rank` (the canonical order of
     node kinds among the arguments of a sum or product)."""
 
@@ -34,6 +27,10 @@ class Term:
     is_Mul = False
     is_Pow = False
     is_Function = False
+    is_exp = False
+    is_log = False
+    is_Abs = False
+    is_sign = False
     _rank = 50
 
     def __init__(self, args: tuple["Term", ...]) -> None:
@@ -207,123 +204,19 @@ class Term:
                 others = list(term.args)
                 others.remove(x)
                 if x not in others:
-                    parts.append(_ARITH["mul"](*others))
-        return _ARITH["add"](*parts) if parts else ZERO
-
-    # -- assumptions (`kllint.analysis.terms.signs` answers them) ----------------------------
-    @property
-    def is_positive(self) -> bool | None:
-        return _SIGNS["positive"](self)
-
-    @property
-    def is_negative(self) -> bool | None:
-        return _SIGNS["negative"](self)
-
-    @property
-    def is_zero(self) -> bool | None:
-        return _SIGNS["zero"](self)
-
-    @property
-    def is_nonnegative(self) -> bool | None:
-        return _SIGNS["nonnegative"](self)
-
-    @property
-    def is_real(self) -> bool | None:
-        return _SIGNS["real"](self)
-
-    # -- arithmetic -------------------------------------------------------------------------
-    def __add__(self, other: Any) -> "Term":
-        return _ARITH["add"](self, as_term(other))
-
-    def __radd__(self, other: Any) -> "Term":
-        return _ARITH["add"](as_term(other), self)
-
-    def __sub__(self, other: Any) -> "Term":
-        return _ARITH["add"](self, -as_term(other))
-
-    def __rsub__(self, other: Any) -> "Term":
-        return _ARITH["add"](as_term(other), -self)
-
-    def __mul__(self, other: Any) -> "Term":
-        return _ARITH["mul"](self, as_term(other))
-
-    def __rmul__(self, other: Any) -> "Term":
-        return _ARITH["mul"](as_term(other), self)
-
-    def __truediv__(self, other: Any) -> "Term":
-        return _ARITH["mul"](self, _ARITH["pow"](as_term(other), MINUS_ONE))
-
-    def __rtruediv__(self, other: Any) -> "Term":
-        return _ARITH["mul"](as_term(other), _ARITH["pow"](self, MINUS_ONE))
-
-    def __pow__(self, other: Any) -> "Term":
-        return _ARITH["pow"](self, as_term(other))
-
-    def __rpow__(self, other: Any) -> "Term":
-        return _ARITH["pow"](as_term(other), self)
-
-    def __neg__(self) -> "Term":
-        return _ARITH["mul"](MINUS_ONE, self)
-
-    def __pos__(self) -> "Term":
-        return self
-
-    # -- numbers ----------------------------------------------------------------------------
-    def __float__(self) -> float:
-        from kllint.analysis.terms.evaluate import constant_value
-
-        value = constant_value(self)
-        if value is None:
-            raise TypeError(f"{self} is not a real number")
-        return value
-
-    def _compare(self, other: Any) -> tuple[float, float]:
-        if not self.is_number or not as_term(other).is_number:
-            raise TypeError("cannot compare terms with symbols")
-        return float(self), float(as_term(other))
-
-    def __lt__(self, other: Any) -> bool:
-        a, b = self._compare(other)
-        return a < b
-
-    def __le__(self, other: Any) -> bool:
-        a, b = self._compare(other)
-        return a <= b
-
-    def __gt__(self, other: Any) -> bool:
-        a, b = self._compare(other)
-        return a > b
-
-    def __ge__(self, other: Any) -> bool:
-        a, b = self._compare(other)
-        return a >= b
-
-    def __str__(self) -> str:
-        from kllint.analysis.terms.printing import text
-
-        return text(self)
-
-    __repr__ = __str__
-
-
-_SIGNS: dict[str, Callable[[Term], bool | None]] = {}
-
-
-def bind_signs(**queries: Callable[[Term], bool | None]) -> None:
-    """Install the assumption queries (`kllint.analysis.terms.signs`)."""
-    _SIGNS.update(queries)
-
+                    parts.append(HOOKS["mul"](*others))
+        return HOOKS["add"](*parts) if parts else ZERO
 
 class Num(Term):
-    """A number: `value` is an int, a Fraction or a float (`numbers.normal`)."""
+    """A number: `value` is an int, a Fraction or a float (`normal`)."""
 
     __slots__ = ("value",)
     is_Number = True
     is_Atom = True
     _rank = 0
 
-    def __new__(cls, value: numbers.Number) -> "Num":
-        value = numbers.normal(value)
+    def __new__(cls, value: Number) -> "Num":
+        value = normal(value)
         cached = _SMALL.get((type(value), value)) if not isinstance(value, float) else None
         if cached is not None:
             return cached
@@ -335,7 +228,7 @@ class Num(Term):
         node._key = None
         return node
 
-    def __init__(self, value: numbers.Number) -> None:
+    def __init__(self, value: Number) -> None:
         pass
 
     def _same(self, other: Term) -> bool:
@@ -362,7 +255,7 @@ class Num(Term):
 
     @property
     def is_finite(self) -> bool:
-        return numbers.finite(self.value)
+        return finite(self.value)
 
     def __bool__(self) -> bool:
         return self.value != 0
@@ -444,3 +337,6 @@ def as_term(value: Any) -> Term:
     if isinstance(value, (int, float, Fraction)):
         return Num(value)
     raise TypeError(f"not a term: {value!r}")
+
+
+bind(term=as_term)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from kllint.analysis.terms.core import Num, Symbol, Term
+from kllint.analysis.terms.core import Num, Symbol, Term, bind
 
 Point = Mapping[Term, float]
 Evaluator = Callable[[Point], "float | None"]
@@ -43,14 +43,12 @@ def _never(point: Point) -> None:
 
 
 def _compile(term: Term) -> Evaluator:
-    from kllint.analysis.terms.functions import Applied
-
     if isinstance(term, Symbol):
         return lambda point, s=term: point[s]
     if isinstance(term, Num):
         value = float(term.value)
         return lambda point: value
-    if isinstance(term, Applied):
+    if term.is_Function:
         function = getattr(type(term), "numeric", None)
         if function is None:
             return _never
@@ -79,3 +77,6 @@ def _power(base: float, exponent: float) -> float | None:
     if base < 0 and not float(exponent).is_integer():
         return None
     return base ** exponent
+
+
+bind(value=constant_value)

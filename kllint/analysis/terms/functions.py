@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from kllint.analysis.terms import numbers
-from kllint.analysis.terms.arith import Mul, Pow, _node, add, mul, power, set_e
-from kllint.analysis.terms.core import MINUS_ONE, ONE, ZERO, Num, Symbol, Term, as_term
+import kllint.analysis.terms.numbers as numbers
+from kllint.analysis.terms.arith import Mul, Pow, add, make_node, mul, power, set_e
+from kllint.analysis.terms.core import MINUS_ONE, ONE, ZERO, Num, Symbol, Term, as_term, bind
 
 
 class Applied(Term):
@@ -26,7 +26,7 @@ class Applied(Term):
             simpler = cls.eval(*terms)
             if simpler is not None:
                 return simpler
-        return _node(cls, terms)
+        return make_node(cls, terms)
 
     def __init__(self, *args: object, evaluate: bool = True) -> None:
         pass
@@ -85,6 +85,7 @@ class exp(Defined):
 
     __slots__ = ()
     name = "exp"
+    is_exp = True
     numeric = staticmethod(math.exp)
     _rank = 35
 
@@ -118,7 +119,7 @@ class exp(Defined):
                 else:
                     pulled.append(value)
             if pulled:
-                return mul(*pulled, _node(exp, (add(*kept),))) if kept else mul(*pulled)
+                return mul(*pulled, make_node(exp, (add(*kept),))) if kept else mul(*pulled)
         return None
 
     def as_base_exp(self) -> tuple[Term, Term]:
@@ -128,7 +129,7 @@ class exp(Defined):
         return self
 
 
-E = _node(exp, (ONE,))
+E = make_node(exp, (ONE,))
 set_e(E)
 
 
@@ -137,6 +138,7 @@ class log(Defined):
 
     __slots__ = ()
     name = "log"
+    is_log = True
     numeric = staticmethod(math.log)
 
     @classmethod
@@ -163,6 +165,7 @@ class Abs(Defined):
 
     __slots__ = ()
     name = "Abs"
+    is_Abs = True
     numeric = staticmethod(abs)
 
     @classmethod
@@ -206,6 +209,7 @@ class sign(Defined):
 
     __slots__ = ()
     name = "sign"
+    is_sign = True
     numeric = staticmethod(lambda x: float((x > 0) - (x < 0)))
 
     @classmethod
@@ -249,7 +253,7 @@ class Derivative(Term):
     _rank = 45
 
     def __new__(cls, expr: Term, variable: Symbol) -> Term:
-        return _node(cls, (expr, variable))
+        return make_node(cls, (expr, variable))
 
     def __init__(self, *args: object) -> None:
         pass
@@ -274,7 +278,7 @@ class Subs(Term):
     _rank = 46
 
     def __new__(cls, expr: Term, variable: Symbol, point: Term) -> Term:
-        return _node(cls, (expr, variable, point))
+        return make_node(cls, (expr, variable, point))
 
     def __init__(self, *args: object) -> None:
         pass
@@ -292,6 +296,8 @@ class Subs(Term):
 
     raw = rebuild
 
+
+bind(exp=exp, Abs=Abs)
 
 __all__ = ["Abs", "Applied", "Defined", "Derivative", "E", "Function", "Mul", "Pow", "Subs", "Undefined", "exp",
            "log", "sign", "sqrt"]

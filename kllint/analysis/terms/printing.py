@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kllint.analysis.terms.core import Num, Symbol, Term
+from kllint.analysis.terms.core import Num, Symbol, Term, bind
 
 
 def text(term: Term) -> str:
@@ -43,3 +43,6 @@ def _wrapped(term: Term, mul: bool = False, power: bool = False) -> str:
     if term.is_Number and term.value < 0 and mul:
         return f"({inner})"
     return inner
+
+
+bind(text=text)

@@ -7,7 +7,10 @@ computer algebra system do: `(x*y).is_positive` is True for positive symbols, No
 """
 from __future__ import annotations
 
-from kllint.analysis.terms.core import Num, Symbol, Term, bind_signs
+import math
+
+from kllint.analysis.terms.core import Num, Symbol, Term, bind
+from kllint.analysis.terms.evaluate import constant_value
 
 ALL = frozenset((-1, 0, 1))
 POSITIVE = frozenset((1,))
@@ -30,14 +33,14 @@ def signs(term: Term) -> frozenset | None:
 _MISSING = object()
 
 
-def _of_number(value: float) -> frozenset:
+def _of_number(value: float) -> frozenset | None:
+    """An infinite or undefined number is not a real number: it has no sign."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return POSITIVE if value > 0 else NEGATIVE if value < 0 else ZERO_ONLY
 
 
 def _signs(term: Term) -> frozenset | None:
-    from kllint.analysis.terms.evaluate import constant_value
-    from kllint.analysis.terms.functions import Abs, exp, log, sign
-
     if isinstance(term, Num):
         return _of_number(term.value)
     if isinstance(term, Symbol):
@@ -64,14 +67,14 @@ def _signs(term: Term) -> frozenset | None:
         return result
     if term.is_Pow:
         return _power(*term.args)
-    if isinstance(term, exp):
+    if term.is_exp:
         return POSITIVE if signs(term.args[0]) is not None else None
-    if isinstance(term, Abs):
+    if term.is_Abs:
         inner = signs(term.args[0])
         return POSITIVE if inner is not None and 0 not in inner else NONNEGATIVE
-    if isinstance(term, log):
+    if term.is_log:
         return ALL if signs(term.args[0]) == POSITIVE else None
-    if isinstance(term, sign):
+    if term.is_sign:
         return signs(term.args[0])
     return None
 
@@ -123,4 +126,4 @@ def is_real(term: Term) -> bool | None:
     return True if signs(term) is not None else None
 
 
-bind_signs(positive=is_positive, negative=is_negative, zero=is_zero, nonnegative=is_nonnegative, real=is_real)
+bind(positive=is_positive, negative=is_negative, zero=is_zero, nonnegative=is_nonnegative, real=is_real)
