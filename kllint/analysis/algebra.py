@@ -34,6 +34,13 @@ def _literal_number(kind: type, value: float) -> tm.Term:
     return tm.Num(int(value)) if issubclass(kind, float) and float(value).is_integer() else tm.Num(value)
 
 
+@functools.lru_cache(maxsize=4096)
+def _call_function(name: str) -> type:
+    """The unknown function `call_<name>` (the name made an identifier, at most 30 characters)."""
+    safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
+    return tm.Function(f"call_{safe}")
+
+
 class Algebra:
     """Expression building for one analysed file (shared by all frames)."""
 
@@ -351,5 +358,4 @@ class Algebra:
         exprs = [self.wrap(a) for a in args if self.has_roles(a.expr)]
         if not exprs:
             return self.opaque(name)
-        safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
-        return Tensor(self.bound(tm.Function(f"call_{safe}")(*exprs)))
+        return Tensor(self.bound(_call_function(name)(*exprs)))

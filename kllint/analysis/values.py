@@ -37,7 +37,7 @@ class Condition:
     tested: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Anchor:
     """Where a value was formed: the expression the user must rewrite. Its span is computed on
     first use (positions of a module are costly and most anchors are never reported)."""
@@ -49,6 +49,13 @@ class Anchor:
     conditions: tuple[Condition, ...] = ()
     function: str = ""
     root: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    def __init__(self, path: str, node_id: int, node: cst.CSTNode, module: Any, conditions: tuple[Condition, ...] = (),
+                 function: str = "", root: Any = None) -> None:
+        # one update instead of a frozen dataclass's attribute-by-attribute `object.__setattr__`:
+        # an anchor is made at most operations of the interpreter
+        self.__dict__.update(path=path, node_id=node_id, node=node, module=module, conditions=conditions,
+                             function=function, root=root)
 
     @cached_property
     def span(self) -> Span:
@@ -78,7 +85,7 @@ class Reduced:
     at: tuple[Anchor, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Tensor:
     """A tensor-valued expression.
 
@@ -104,6 +111,12 @@ class Tensor:
     call_sites: tuple[Anchor, ...] = ()
     assumed: bool = False  # its policy log-prob role comes from a name, not from a forward pass
     reduced: Reduced | None = field(default=None, compare=False, hash=False)  # a pure estimate's first reduction
+
+    def __init__(self, expr: tm.Term, anchor: Anchor | None = None, trace: tuple["Formed", ...] = (),
+                 space: str | None = None, kind: str | None = None, vocab: bool = False,
+                 call_sites: tuple[Anchor, ...] = (), assumed: bool = False, reduced: "Reduced | None" = None) -> None:
+        self.__dict__.update(expr=expr, anchor=anchor, trace=trace, space=space, kind=kind, vocab=vocab,
+                             call_sites=call_sites, assumed=assumed, reduced=reduced)  # as `Anchor` does
 
     def with_(self, **changes: Any) -> "Tensor":
         """A copy with `changes` (field name -> value), as `dataclasses.replace` makes it, without

@@ -17,6 +17,10 @@ from kllint.analysis.values import (
 )
 
 
+_MISSING = object()
+_EVALUATORS: dict[tuple[type, type], object] = {}  # (interpreter class, node type) -> unbound `eval_<type>` or None
+
+
 class Expressions:
     """Evaluates expressions (a mixin of the interpreter)."""
 
@@ -25,10 +29,13 @@ class Expressions:
         if node is None:
             return Unknown()
         self.tick()
-        method = getattr(self, f"eval_{type(node).__name__}", None)
+        key = (type(self), type(node))
+        method = _EVALUATORS.get(key, _MISSING)
+        if method is _MISSING:  # the handler of a node type, looked up once per type
+            method = _EVALUATORS[key] = getattr(key[0], f"eval_{key[1].__name__}", None)
         if method is None:
             return Unknown()
-        return method(node, frame)
+        return method(self, node, frame)
 
     def eval_BinaryOperation(self, node: cst.BinaryOperation, frame: Frame) -> Value:
         op = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.Power: "**",
