@@ -187,6 +187,9 @@ def test_chunks_keep_each_import_root_together_costliest_first(tmp_path):
     assert projects == sorted(projects, key=order.index)  # a root's chunks are never interleaved
     weights = [sum(task.item.path.stat().st_size for task in part) for part in parts if projects[parts.index(part)] == "large"]
     assert weights == sorted(weights, reverse=True)
+    # a root of at most half the bytes goes to one worker whole, across its folders; the large one is cut
+    assert projects.count("middle") == 1 and projects.count("small") == 1 and projects.count("large") > 1
+    assert len(parts[projects.index("middle")]) == 8
 
 
 def test_replaced_analysis_stays_in_process(monkeypatch):

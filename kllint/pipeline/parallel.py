@@ -2,12 +2,12 @@
 
 `kllint.pipeline.run` hands the files that need analysis to `analyse` when `--jobs` is above 1
 and more than `THRESHOLD` of them pass the prefilter (`worth_it`). The pool uses the `spawn`
-start method (no fork: the parent may hold threads and large parsed trees). Files are grouped
-by folder (a package), so the files of one package tend to be analysed by one worker, whose
+start method (no fork: the parent may hold threads and large parsed trees). Each worker's
 `ProjectIndex` keeps the modules it has parsed for the files of one import root at a time
-(`IndexPerRoot`); large folders are cut into several chunks so that the work spreads over the
-workers. Chunks are submitted one import root after another, the costliest root first and its
-largest chunks first, so that a worker never returns to a root it left (and parses its helpers
+(`IndexPerRoot`), so an import root small enough goes to one worker whole, and only a root
+larger than a worker's share is cut by folder into chunks that spread over the workers (`chunks`).
+Chunks are submitted one import root after another, the costliest root first and its largest
+chunks first, so that a worker never returns to a root it left (and parses its helpers
 again). Results are delivered per file to a callback; `kllint.pipeline.run` orders
 them, so the output does not depend on the pool.
 
@@ -160,34 +160,41 @@ def _cost(task: Task) -> int:
 
 
 def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
-    """The tasks cut into chunks: by folder, each chunk at most about 1/(CHUNKS_PER_JOB*jobs) of
-    all bytes (at least one file); ordered by import root, the costliest root first, and within
-    a root the largest chunks first; deterministic."""
+    """The tasks cut into chunks, deterministically. An import root that holds at most 1/jobs of
+    all bytes is one chunk: the worker that takes it parses and indexes its modules alone (two
+    workers on one root would both parse its helpers). A larger root is cut by folder into
+    chunks of at most about 1/(CHUNKS_PER_JOB*jobs) of all bytes (at least one file), so that
+    the workers share it. Chunks are ordered by import root, the costliest root first, and within
+    a root the largest chunks first: the longest work starts first, and a worker that leaves a
+    root never comes back to it."""
     cost = {task.position: _cost(task) for task in tasks}
-    target = max(sum(cost.values()) / (max(jobs, 1) * CHUNKS_PER_JOB), 1)
-    groups: dict[Path, list[Task]] = {}
+    total = sum(cost.values())
+    target = max(total / (max(jobs, 1) * CHUNKS_PER_JOB), 1)
+    by_root: dict[Path, list[Task]] = {}
     for task in sorted(tasks, key=lambda t: (str(t.item.path.parent), t.item.path.name, t.position)):
-        groups.setdefault(task.item.path.parent, []).append(task)
-    result: list[list[Task]] = []
-    for folder in sorted(groups, key=str):
-        current: list[Task] = []
-        weight = 0
-        for task in groups[folder]:
-            if current and weight + cost[task.position] > target:
-                result.append(current)
-                current, weight = [], 0
-            current.append(task)
-            weight += cost[task.position]
-        if current:
-            result.append(current)
-    # one import root after another, the costliest root first and its largest chunks first: a
-    # worker that leaves a root never comes back to it and parses its helpers again
-    placed = [(package_root(chunk[0].item.path)[0], sum(cost[t.position] for t in chunk), chunk) for chunk in result]
-    per_root: Counter[Path] = Counter()
-    for root, weight, _ in placed:
-        per_root[root] += weight
-    placed.sort(key=lambda entry: (-per_root[entry[0]], str(entry[0]), -entry[1]))
-    return [chunk for _, _, chunk in placed]
+        by_root.setdefault(package_root(task.item.path)[0], []).append(task)
+    placed: list[tuple[int, str, int, list[Task]]] = []
+    for root, members in by_root.items():
+        weight_of_root = sum(cost[t.position] for t in members)
+        if weight_of_root * max(jobs, 1) <= total:
+            placed.append((-weight_of_root, str(root), -weight_of_root, members))
+            continue
+        groups: dict[Path, list[Task]] = {}
+        for task in members:
+            groups.setdefault(task.item.path.parent, []).append(task)
+        for folder in sorted(groups, key=str):
+            current: list[Task] = []
+            weight = 0
+            for task in groups[folder]:
+                if current and weight + cost[task.position] > target:
+                    placed.append((-weight_of_root, str(root), -weight, current))
+                    current, weight = [], 0
+                current.append(task)
+                weight += cost[task.position]
+            if current:
+                placed.append((-weight_of_root, str(root), -weight, current))
+    placed.sort(key=lambda entry: entry[:3])
+    return [chunk for _, _, _, chunk in placed]
 
 
 def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
