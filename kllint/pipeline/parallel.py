@@ -36,7 +36,6 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass

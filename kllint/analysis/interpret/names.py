@@ -3,7 +3,6 @@ constants, decorator registries), `self.attr` assigned in a class's methods, and
 resolved through the project index."""
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
 import libcst as cst

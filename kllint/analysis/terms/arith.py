@@ -36,10 +36,6 @@ def make_node(cls: type, args: tuple[Term, ...]) -> Term:
     return node
 
 
-def _sorted(terms: list[Term]) -> list[Term]:
-    return sorted(terms, key=_key_of) if len(terms) > 1 else terms
-
-
 def _key_of(term: Term) -> tuple:
     return term.sort_key
 
@@ -119,10 +115,6 @@ class Pow(Term):
     def as_base_exp(self) -> tuple[Term, Term]:
         return self.args[0], self.args[1]
 
-    @property
-    def is_number(self) -> bool:
-        return self.args[0].is_number and self.args[1].is_number
-
 
 # ---------------------------------------------------------------------------------------------
 # sums
@@ -175,10 +167,6 @@ def add(*args: Term) -> Term:
 
 # ---------------------------------------------------------------------------------------------
 # products
-
-def _is_one(term: Term) -> bool:
-    return term.is_Number and term.value == 1 and type(term.value) is int
-
 
 def mul(*args: Term) -> Term:
     """The canonical product of the factors."""
