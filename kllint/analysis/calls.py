@@ -79,6 +79,8 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
                 return func.obj
             return Unknown(func.name)
     if isinstance(func, Model):
+        if roles.is_getter_name(func.name):
+            return func  # `self.get_base_model(model)`: a getter hands back the network, no forward runs
         return forward(it, func, node, frame)
     model = flax_parameters(args)
     if model is not None and not isinstance(func, ModuleRef):
@@ -155,7 +157,10 @@ def observe_reference_forward(it: InterpreterLike, model: Model, node: cst.Call,
         return
     anchor = it.anchor(node, frame)
     tracking = not frame.no_grad and not without_grad_at(frame.module, anchor.span.line)
-    it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack))
+    configured = it.vocab is not None and model.name in it.vocab.reference_names
+    weak = bool(model.name) and not configured and not roles.names_reference_strongly(model.name)
+    it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack,
+                                    weak_name=weak))
 
 
 def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:
@@ -310,8 +315,9 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
     if lowered == "enumerate" and args:
         return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
-    if lowered == "getattr" and len(args) >= 2 and not isinstance(args[1], Literal):
-        networks = [option for option in alternatives(args[0]) if isinstance(option, Model)]
+    if lowered == "getattr" and len(args) >= 2:
+        networks = [option for option in alternatives(args[0]) if isinstance(option, Model)
+                    or (isinstance(option, Tensor) and it.algebra.has_roles(option.expr))]
         if networks:
             return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):

@@ -45,6 +45,8 @@ class LazyClass:
         self._methods: dict[str, ast.stmt] = {}
         for statement in node.body:
             if isinstance(statement, FUNCTION_DEFS):
+                if statement.name in self._methods and _is_property_accessor(statement):
+                    continue  # `@x.setter` / `@x.deleter`: reading `obj.x` still runs the getter
                 self._methods[statement.name] = statement  # the last one wins, as in Python
         self._bases: list[cst.Arg] | None = None
 
@@ -89,6 +91,11 @@ class LazyClass:
                     found.append(name)
                     break
         return found
+
+
+def _is_property_accessor(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated `@<name>.setter` or `@<name>.deleter`: not what reading the attribute runs."""
+    return any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") for d in node.decorator_list)
 
 
 class _LazyNames:

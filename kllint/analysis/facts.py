@@ -133,12 +133,13 @@ class OptaxKlCall:
 @dataclass
 class ReferenceForward:
     """A forward pass of a reference network (a call with inputs) and the network's name as the
-    code holds it (`model`: `self.ref_model`). `taped`: the code computes with a framework whose autograd
-    records forwards (PyTorch); `tracking`: gradient tracking is on there (no `no_grad` /
-    `inference_mode` in this frame, its callers or the code around it); `frozen`: the network's
-    parameters are frozen (`requires_grad_(False)`). A forward that autograd records (taped,
-    tracking, not frozen) is observed within one call of the entry point only. `call_stack` ends
-    with the call sites that lead to it."""
+    code holds it (`model`: `self.ref_model`). `taped`: the code computes with a framework whose
+    autograd records forwards (PyTorch); `tracking`: gradient tracking is on there (no `no_grad`
+    / `inference_mode` in this frame, its callers or the code around it); `frozen`: the network's
+    parameters are frozen (`requires_grad_(False)`); `weak_name`: the network is the reference
+    only by a weak word of its name (`base_model`, `init_model`: often the policy's own
+    backbone). A forward that autograd records (taped, tracking, not frozen) is observed within
+    one call of the entry point only. `call_stack` ends with the call sites that lead to it."""
 
     anchor: Anchor
     model: str
@@ -146,6 +147,7 @@ class ReferenceForward:
     tracking: bool
     frozen: bool
     call_stack: tuple[Anchor, ...] = ()
+    weak_name: bool = False  # the reference role rests on a weak word of its name (`base_model`)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ _WHITESPACE = re.compile(r"\s")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 REFERENCE_TOKENS = frozenset({"ref", "reference", "base", "init", "initial", "sft", "teacher", "prior", "frozen"})
+# reference words that name the reference only next to a log-prob or model word, and even then
+# often name the policy's own backbone or initialisation (`base_model`, `init_model`)
+WEAK_REFERENCE_TOKENS = frozenset({"base", "init", "initial", "prior"})
 OLD_TOKENS = frozenset({"old", "behav", "behavior", "behaviour", "rollout", "sampler", "sampling", "prev", "previous", "mu", "inference", "vllm", "gen", "generation"})
 LOGPROB_TOKENS = frozenset({"logp", "logps", "lp", "lps", "logprob", "logprobs", "logpi", "logit", "logits"})
 MODEL_TOKENS = frozenset({"model", "models", "net", "network", "module", "policy", "actor", "engine", "lm", "llm", "wrapper", "params", "state"})
@@ -84,6 +87,18 @@ NON_MODEL_TOKENS = frozenset({
 ACTION_VERBS = frozenset({"init", "initialize", "initialise", "setup", "build", "create", "make", "load", "get",
                           "prepare", "compute", "calc", "calculate", "fetch", "save", "sync", "update", "wrap",
                           "unwrap", "run", "configure"})
+
+
+# Verbs that lead a getter or factory: `get_ref_model(...)`, `build_policy(...)` return a
+# network when called; they are not one (not `init_model`, the initial model).
+GETTER_VERBS = frozenset({"get", "build", "create", "make", "load", "fetch", "prepare", "unwrap", "wrap"})
+
+
+@lru_cache(maxsize=16384)
+def is_getter_name(name: str) -> bool:
+    """A name led by a getter or factory verb and naming something more (`get_base_model`)."""
+    toks = tokens(name)
+    return len(toks) > 1 and toks[0] in GETTER_VERBS
 
 
 @lru_cache(maxsize=16384)
@@ -171,3 +186,10 @@ def sink_kind(name: str) -> str | None:
 def is_loss_function_name(name: str) -> bool:
     toks = tokens(name)
     return any(t in ("loss", "losses", "objective") for t in toks) or name in ("compute_loss", "forward_loss")
+
+
+@lru_cache(maxsize=16384)
+def names_reference_strongly(name: str) -> bool:
+    """Whether a name holds a reference word that is not a weak one (`ref_model`,
+    `teacher`, `frozen_policy`; not `base_model` or `init_model`)."""
+    return any(t in REFERENCE_TOKENS - WEAK_REFERENCE_TOKENS for t in tokens(name))

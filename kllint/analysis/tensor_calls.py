@@ -280,7 +280,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name in fw.REDUCTIONS:
         if obj.kind == "analytic_elementwise" and name == "sum":
             return obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
-        if obj.kind == "kldiv_elementwise" and name in ("mean", "nanmean"):
+        if obj.kind in ("kldiv_elementwise", "analytic_elementwise") and name in ("mean", "nanmean"):
             dim = argument(args, kwargs, 0, "dim", "axis")
             if dim is None or literal_value(dim) in (-1,):
                 it.emit(frame, ClassMeanOfKlDiv(anchor))

@@ -23,8 +23,8 @@ from kllint.analysis.outline import entry_names
 
 # `base`, `init`, `initial` and `prior` read as reference words only next to a log-prob or
 # model word (`base_logp`, `init_model`): `__init__`, `BaseModel` and `base` are everywhere
-_WEAK = ("base", "init", "initial", "prior")
-_STRONG = roles.REFERENCE_TOKENS - set(_WEAK)
+_WEAK = tuple(sorted(roles.WEAK_REFERENCE_TOKENS))
+_STRONG = roles.REFERENCE_TOKENS - roles.WEAK_REFERENCE_TOKENS
 _START = r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
 # a word of an identifier: `_` and camelCase humps separate words, so `per_token_kl`, `useKL`
 # and `KLDivLoss` match while `skl` or `klass` do not

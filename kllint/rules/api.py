@@ -10,6 +10,7 @@ from kllint.analysis.facts import (
     ClampFact, ClassMeanOfKlDiv, KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward,
 )
 from kllint.analysis.values import Anchor
+from kllint.diagnostics import Fix
 from kllint.rules.base import RuleContext
 from kllint.rules.fixes import estimate_for
 from kllint.rules.flow import losses_with
@@ -107,12 +108,17 @@ class ReferenceForwardWithGradients:
         if not (fact.taped and fact.tracking and not fact.frozen):
             return
         anchor = innermost_call_site(fact.anchor, fact.call_stack, ctx.entry.display)
+        fix = no_grad_fix(anchor, ctx)
+        if fix.applicability == "safe" and fact.weak_name:
+            # the reference role rests on a weak word (`base_model`): often the policy's own
+            # backbone, whose forward must keep its gradient, so a person decides
+            fix = Fix("display-only", fix.description)
         ctx.report(self.CODE, anchor,
                    "reference-model log-probs are computed with gradient tracking on: autograd keeps the "
                    "reference's activations and can push gradient into it",
                    help="compute reference log-probs under `torch.no_grad()` / `torch.inference_mode()`, or "
                         "freeze the reference with `requires_grad_(False)`",
-                   fix=no_grad_fix(anchor, ctx))
+                   fix=fix)
 
 
 def innermost_call_site(anchor: Anchor, call_stack: tuple[Anchor, ...], checked: str) -> Anchor:

@@ -49,6 +49,8 @@ class Attributes:
         if isinstance(base, Instance):
             method = self.find_method(base.cls, attr)
             if method is not None:
+                if is_property(method):  # `self.beta` of a `@property`: the getter's value
+                    return self.call_function(method, [], {}, node, frame)
                 return method
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
@@ -63,7 +65,8 @@ class Attributes:
             method = self.find_method(base, attr)
             return method if method is not None else Unknown(attr)
         if isinstance(base, Super):
-            return self.super_method(base, attr)
+            found = self.super_method(base, attr)
+            return self.call_function(found, [], {}, node, frame) if isinstance(found, FunctionRef) and is_property(found) else found
         if isinstance(base, Tensor):
             if attr in ("data",):
                 return self.algebra.detach(base)
@@ -264,3 +267,15 @@ def _method_kind(node: cst.FunctionDef) -> str | None:
         if name in ("staticmethod", "classmethod"):
             return name
     return None
+
+
+PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property",
+                                 "abc.abstractproperty", "abstractproperty"})
+
+
+def is_property(method: FunctionRef) -> bool:
+    """A method decorated `@property` (or `@cached_property`): reading the attribute of an
+    instance runs it and gives its result, it is not a bound method."""
+    node = method.node
+    return isinstance(node, cst.FunctionDef) and any(
+        dotted_name(d.decorator) in PROPERTY_DECORATORS for d in node.decorators)
