@@ -313,7 +313,9 @@ class Algebra:
         """`ratio * stopgrad(kl)`: a KL estimate without gradient times a live factor that does
         not involve the reference (a ratio or the log-probs). The estimate stays a KL term of its
         own, a coefficient of the score function (a reward), instead of forming a new estimate.
-        A reduced estimate (`logp * stopgrad(reward-to-go of d)`) is left to the surrogate forms."""
+        A reduced estimate (`logp * stopgrad(reward-to-go of d)`) is left to the surrogate forms.
+        So does a live estimate times the log-probs themselves (`score_function_form`): the
+        REINFORCE spelling of a KL reward that was not detached (not `k3 * ratio`, a weighted loss)."""
         if op != "*":
             return False
         for estimate, factor in ((a, b), (b, a)):
@@ -323,7 +325,23 @@ class Algebra:
                     and REF not in self.table.role_symbols(factor.expr)
                     and classify_value(estimate.expr, self.table) is not None):
                 return True
+            if (estimate.anchor is not None and self.is_kl_candidate(estimate) and self.live(estimate.expr)
+                    and not any(r.kind == "rtg" for r in self.table.reductions_in(estimate.expr))
+                    and self.score_function_form(factor.expr)
+                    and classify_value(estimate.expr, self.table) is not None):
+                return True  # `kl * logp` with a live kl: a REINFORCE weight that still carries gradient
         return False
+
+    def score_function_form(self, expr: tm.Term) -> bool:
+        """The policy's log-probs as a score function: polynomial in the live log-prob (summed or
+        not), no reference, no exponential of it (an exponential is a ratio: an importance
+        weight, not the score function)."""
+        roles = self.table.role_symbols(expr)
+        if LP not in roles or REF in roles:
+            return False
+        expanded = self.table.expand_reductions(expr)
+        return not any(isinstance(node, (tm.exp, tm.log, tm.Applied)) and LP in node.free_symbols
+                       for node in tm.preorder_traversal(expanded))
 
     def compress(self, expr: tm.Term) -> tm.Term:
         """Large expressions without KL terms (policy-gradient surrogates, normalisers) keep only

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kllint.analysis import terms as tm
 from kllint.analysis.facts import LossFact, RewardFact
 from kllint.diagnostics import Estimate, Fix
 from kllint.rules import wording
@@ -198,8 +199,8 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
     for symbol, places in occurrences(algebra.wrap(fact.loss), algebra).items():
         term = algebra.kterms[symbol]
         if algebra.live(term.expr):
-            if symbol not in ctx.named_rewards:
-                continue  # a live estimate times a live factor is neither a reward nor a plain loss term
+            if symbol not in ctx.named_rewards and not weights_the_score_function(fact.loss, symbol, ctx):
+                continue  # a live estimate times a live factor (a ratio) is neither a reward nor a plain loss term
             # any live occurrence in the coefficient leaks, also through a group normalisation
             as_reward = [p for p in places if p.coefficient_of_live]
         else:  # a normalisation of the advantages the analysis cannot read keeps the coefficient
@@ -219,3 +220,21 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
                          for p in as_reward]
         judge_reward_term(symbol, as_reward, RewardFact(fact.loss, sink, "the policy-gradient coefficient", "returns",
                                                         fact.call_stack), ctx)
+
+
+def weights_the_score_function(loss, symbol, ctx: RuleContext) -> bool:
+    """Whether the KL term `symbol` multiplies the policy's log-probs themselves somewhere in the
+    loss (`(scores - beta * kl) * logp`, the REINFORCE form), not an exponential of them (a ratio,
+    which makes `k3 * ratio` a weighted loss term): dataflow, not the name, says it is a reward."""
+    algebra = ctx.algebra
+    for node in tm.preorder_traversal(algebra.table.expand_reductions(algebra.wrap(loss))):
+        if not isinstance(node, tm.Mul):
+            continue
+        holding = [a for a in node.args if a == symbol or symbol in algebra.kl_symbols(a)]
+        others = [a for a in node.args if not (a == symbol or symbol in algebra.kl_symbols(a))]
+        if len(holding) != 1 or not others or not algebra.score_function_form(tm.Mul(*others)):
+            continue
+        places = occurrences(holding[0], algebra).get(symbol, [])
+        if places and all(p.linear for p in places):  # the weight is linear in the term, not `sigmoid(kl)`
+            return True
+    return False
