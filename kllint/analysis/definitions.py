@@ -79,6 +79,17 @@ class LazyClass:
                     continue
         return self._bases
 
+    def field_defaults(self) -> dict[str, object]:
+        """The literal defaults of the class's annotated fields (`kl_method: str = "low_var_kl"`
+        in a configuration dataclass), read from `ast`, nothing parsed."""
+        found: dict[str, object] = {}
+        for statement in self._node.body:
+            if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                    and isinstance(statement.value, ast.Constant)
+                    and isinstance(statement.value.value, (str, bool, int, float, type(None)))):
+                found[statement.target.id] = statement.value.value
+        return found
+
     def assigns_attribute(self, attr: str) -> list[str]:
         """Methods that assign `self.<attr> = <call, name or conditional>` (read from `ast`,
         nothing parsed)."""

@@ -248,6 +248,10 @@ class EntryPoints:
                     return ConfigValue(name, value.value, name)
             elif isinstance(value, Mapping):
                 return ConfigValue(name, value, name)
+        elif param.annotation is not None and isinstance(frame.root, cst.FunctionDef):
+            configured = self.annotated_configuration(frame.root, name, frame.module)
+            if configured is not None:
+                return configured  # `cfg: TrainConfig`, a configuration class of the project
         return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,

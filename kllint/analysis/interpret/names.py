@@ -13,7 +13,7 @@ from kllint.analysis.definitions import LazyClass, class_methods
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
-    ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
+    ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
 )
 
 
@@ -98,6 +98,34 @@ class Names:
                     chosen = self._chosen_function(small.value, cls.module)
                     if chosen is not None:
                         return chosen
+                    if isinstance(small.value, cst.Name):
+                        configured = self.annotated_configuration(stmt, small.value.value, cls.module)
+                        if configured is not None:
+                            return configured
+        return None
+
+    def annotated_configuration(self, fdef: cst.FunctionDef, name: str, module: ModuleInfo) -> ConfigValue | None:
+        """The parameter `name` of `fdef` annotated with a configuration class of the project
+        (`ppo_config: PPOConfig`: annotated fields with literal defaults, a string among them, as
+        a mode is): a configuration value whose defaults are the class's, so that a mode read from
+        it names its default. None for anything else (a data container's fields default to None)."""
+        params = fdef.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value != name or param.annotation is None:
+                continue
+            annotation = param.annotation.annotation
+            if isinstance(annotation, cst.SimpleString):
+                text = annotation.value.strip("\"'")
+                annotation = cst.Name(text) if text.isidentifier() else annotation
+            if not isinstance(annotation, (cst.Name, cst.Attribute)):
+                return None
+            cls = self.eval(annotation, Frame(module, {}, emit=False))
+            if not isinstance(cls, ClassRef) or not isinstance(cls.node, LazyClass):
+                return None
+            defaults = cls.node.field_defaults()
+            if not any(isinstance(value, str) for value in defaults.values()):
+                return None  # a data container (`batch: TensorDict = None`), not a configuration with modes
+            return ConfigValue(name, Mapping(tuple((key, Literal(value)) for key, value in defaults.items())), name)
         return None
 
     def _chosen_function(self, expr: cst.BaseExpression, module: ModuleInfo) -> Value | None:
