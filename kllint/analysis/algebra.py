@@ -34,6 +34,18 @@ def _literal_number(kind: type, value: float) -> tm.Term:
     return tm.Num(int(value)) if issubclass(kind, float) and float(value).is_integer() else tm.Num(value)
 
 
+def _conditioned(anchor: Anchor, *operands: Tensor) -> Anchor:
+    """`anchor` (where a pure value is formed now) with the branch conditions under which its
+    operands were formed: `log_ratio.clamp(...)` after `if mode == "k3": log_ratio = ...` is the
+    clamped k3 only when `mode` is 'k3', although the clamp itself is unconditional."""
+    extra = tuple(c for t in operands if t.anchor is not None for c in t.anchor.conditions
+                  if c not in anchor.conditions)
+    if not extra:
+        return anchor
+    return Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module, anchor.conditions + tuple(dict.fromkeys(extra)),
+                  anchor.function, anchor.root)
+
+
 @functools.lru_cache(maxsize=4096)
 def _call_function(name: str) -> type:
     """The unknown function `call_<name>` (the name made an identifier, at most 30 characters)."""
@@ -239,7 +251,8 @@ class Algebra:
         except (TypeError, ValueError, ZeroDivisionError):
             expr = self.table.fresh("f", real=True)
         if pure and not keep_anchor:
-            return t.with_(expr=expr, anchor=anchor, trace=self._trace(t), kind=None, call_sites=(), reduced=None)
+            return t.with_(expr=expr, anchor=_conditioned(anchor, t), trace=self._trace(t), kind=None, call_sites=(),
+                           reduced=None)
         return t.with_(expr=expr, kind=None)
 
     def clamp(self, t: Tensor, anchor: Anchor) -> Tensor:
@@ -293,7 +306,7 @@ class Algebra:
                 return kept.with_(expr=expr)
             trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
             space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
-            return Tensor(expr, anchor, trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
+            return Tensor(expr, _conditioned(anchor, a, b), trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
                           assumed=(a.assumed and roles_a) or (b.assumed and roles_b))
         left, right = self.wrap(a), self.wrap(b)
         if op in "+-":

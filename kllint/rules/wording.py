@@ -6,6 +6,8 @@ its imports and the imported names the function uses), never words in comments o
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Iterable
 
 from kllint.analysis.autograd import Framework, framework_of
@@ -185,10 +187,30 @@ def unnamed_defaults(paths: list[tuple[Condition, ...]]) -> str:
     return f" ({'; '.join(missing)})" if missing else ""
 
 
+def _named_by_callers(paths: list[tuple[Condition, ...]]) -> list[tuple[Condition, ...]]:
+    """A condition on a helper's parameter as the helper reads it (`kl_penalty`, the helper run
+    as an entry point) takes the name a caller gives the same test (`self.config.kl_penalty`):
+    one configuration value, said once."""
+    richer: dict[tuple, str] = {}
+    for path in paths:
+        for c in path:
+            if c.tested and c.name != c.tested:
+                richer.setdefault((c.tested, c.options, c.negated), c.name)
+    if not richer:
+        return paths
+    renamed = []
+    for path in paths:
+        renamed.append(tuple(replace(c, name=richer[(c.tested, c.options, c.negated)])
+                             if c.name == c.tested and (c.tested, c.options, c.negated) in richer else c
+                             for c in path))
+    return list(dict.fromkeys(renamed))
+
+
 def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> str:
     """The configurations of several paths to one finding, each value named once: paths that
     differ only in the options of one value are joined (`is 'k3' or 'low_var_kl'`); with
     `defaults`, the defaults that are none of the options follow once (`unnamed_defaults`)."""
+    paths = _named_by_callers(paths)
     groups: dict[tuple, list[tuple[Condition, ...]]] = {}
     for path in paths:
         simple = tuple(_simplified(path))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from dataclasses import replace
 
 import libcst as cst
 
@@ -126,12 +127,17 @@ class Expressions:
         return Mapping(tuple(items))
 
     def eval_IfExp(self, node: cst.IfExp, frame: Frame) -> Value:
-        decision, _ = self.decide(node.test, frame)
+        decision, condition = self.decide(node.test, frame)
         if decision is True:
             return self.eval(node.body, frame)
         if decision is False:
             return self.eval(node.orelse, frame)
-        then, other = self.eval(node.body, frame), self.eval(node.orelse, frame)
+        if condition is not None:  # each branch under its condition, as the branches of an `if`
+            then = self.eval(node.body, frame.child(conditions=frame.conditions + (condition,)))
+            other = self.eval(node.orelse, frame.child(conditions=frame.conditions + (
+                replace(condition, negated=not condition.negated),)))
+        else:
+            then, other = self.eval(node.body, frame), self.eval(node.orelse, frame)
         if frame.emit:
             self._note_choice(node, then, other, frame)
         return join(then, other)

@@ -220,6 +220,8 @@ class Statements:
             options = self._literal_options(right)
             tested_node = test.left
             if options is None:
+                if isinstance(operator, (cst.In, cst.NotIn)):
+                    return None, None  # `"key" in batch.keys()`: a membership test, not a mode taking a value
                 options, left = self._literal_options(left), right
                 tested_node = comparison.comparator
             if options is not None:
