@@ -284,7 +284,7 @@ def power(base: Term, exponent: Term) -> Term:
         return HOOKS["exp"](exponent)
     if base.is_Number and exponent.is_Number:
         if base.value == 0 and exponent.value < 0:
-            raise ZeroDivisionError("0 to a negative power")
+            return make_node(Pow, (base, exponent))  # a division by zero stays unevaluated
         value = numbers.power(base.value, exponent.value)
         return Num(value) if value is not None else make_node(Pow, (base, exponent))
     integer = exponent.is_Number and isinstance(exponent.value, int)
