@@ -54,3 +54,40 @@ def test_an_entry_point_out_of_steps_is_reported(monkeypatch: pytest.MonkeyPatch
 def test_a_complete_analysis_has_no_notes() -> None:
     codes, notes = _notes(LONG)
     assert notes == [] and "KL102" in codes
+
+
+COSTLY_HELPER = '''import torch
+
+
+def diagnostics(stat, mask):
+    out = {}
+''' + "".join(f"    out['d{i}'] = (stat * mask * {i}).sum().item()\n" for i in range(60)) + '''    return out
+
+
+def compute_loss(logp, ref_logp, mask):
+    metrics = diagnostics(logp - ref_logp, mask)
+    kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    return (kl * mask).sum() / mask.sum(), metrics
+'''
+
+
+def test_a_costly_helper_is_cut_and_the_rest_of_its_caller_still_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry point out of steps is run again with a share of the budget per followed call:
+    the helper that spends its share gives an unknown value (reported), the KL loss beside its
+    call is still found."""
+    _, notes = _notes(COSTLY_HELPER)
+    assert notes == []
+    monkeypatch.setattr(frames, "MAX_STEPS", 400)
+    monkeypatch.setattr(frames, "CALL_SHARE", 100)
+    codes, notes = _notes(COSTLY_HELPER)
+    assert sorted(codes) == ["KL102", "KL201"], codes
+    assert notes == ["train.py:70: analysis of `compute_loss` abandoned: call of `diagnostics` not followed past "
+                     "its share of the step budget (100 steps); its result is unknown"], notes
+
+
+def test_an_entry_point_still_out_of_steps_on_its_rerun_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frames, "MAX_STEPS", 100)
+    monkeypatch.setattr(frames, "CALL_SHARE", 90)
+    codes, notes = _notes(COSTLY_HELPER)
+    assert codes == []
+    assert "train.py:69: analysis of `compute_loss` abandoned: step budget of 100 exhausted" in notes, notes

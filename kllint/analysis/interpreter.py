@@ -21,7 +21,7 @@ from kllint.analysis.interpret.bindings import Bindings
 from kllint.analysis.interpret.entry import EntryPoints
 from kllint.analysis.interpret.expressions import Expressions
 from kllint.analysis.interpret.following import MAX_DEPTH, Calls
-from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.frames import MAX_STEPS, Budget, Frame
 from kllint.analysis.interpret.names import Names
 from kllint.analysis.interpret.statements import Statements
 from kllint.analysis.module import ModuleInfo
@@ -44,6 +44,9 @@ class Interpreter(EntryPoints, Statements, Bindings, Expressions, Names, Attribu
         self.facts: list[Any] = []
         self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo, cst.CSTNode | None]] = {}
         self.steps = 0
+        self.step_limit = MAX_STEPS  # lowered while a followed call runs on its share (`call_share`)
+        self.call_share = 0  # steps one followed call may spend (0: no limit but the entry point's)
+        self.over_budget: set[int] = set()  # definitions whose call spent its share in this entry point
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()

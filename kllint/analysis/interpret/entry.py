@@ -125,13 +125,28 @@ class EntryPoints:
         return names_matter(seen, self.vocab)
 
     def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
-        self.steps = 0
-        try:
-            action()
-        except Budget:
-            self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=node)
-        except RecursionError:
-            self._abandon(function, node, "nesting too deep for the interpreter", root=node)
+        """Run one entry point. One that runs out of steps is run again with a share of the budget
+        for each followed call (`frames.CALL_SHARE`): a call that spends its share gives an
+        unknown value and `kllint check -v` names it, so that a costly diagnostics helper does not
+        hide the KL loss next to its call; the entry point is abandoned only if that run too runs
+        out of steps."""
+        facts_before, nested_done = len(self.facts), set(self._nested_done)
+        for share in (0, frames.CALL_SHARE):
+            self.steps, self.step_limit, self.call_share = 0, frames.MAX_STEPS, share
+            self.over_budget.clear()
+            try:
+                action()
+                break
+            except Budget:
+                if share:
+                    self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=node)
+                    break
+                del self.facts[facts_before:]  # the rerun observes it all again
+                self._nested_done = set(nested_done)
+            except RecursionError:
+                self._abandon(function, node, "nesting too deep for the interpreter", root=node)
+                break
+        self.call_share = 0
 
     def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
                  root: cst.CSTNode | None = None) -> None:
@@ -296,7 +311,7 @@ class EntryPoints:
 
     def tick(self) -> None:
         self.steps += 1
-        if self.steps > frames.MAX_STEPS:
+        if self.steps > self.step_limit:
             raise Budget()
 
     def qualify(self, dotted: str, module: ModuleInfo) -> str:

@@ -11,7 +11,7 @@ import libcst as cst
 from kllint.analysis import calls
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
-from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.module import dotted_name
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
@@ -135,6 +135,8 @@ class Calls:
         key = id(fdef)
         if self.carries(list(args) + list(kwargs.values())):
             self.carrying_calls.add(id(node))
+        if key in self.over_budget:
+            return Unknown(ref.qualname)  # it spent its share before: not again in this entry point
         if frame.depth >= MAX_DEPTH or key in frame.active:
             self._cutoffs += 1
             if frame.depth >= MAX_DEPTH and frame.emit and self._carries_roles(list(args) + list(kwargs.values())):
@@ -168,9 +170,17 @@ class Calls:
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
+        limit = self.step_limit
+        if self.call_share:
+            self.step_limit = min(limit, self.steps + self.call_share)
         try:
             result, callee_frame = self._follow(ref, args, kwargs, node, frame, defaults_as_literals)
+        except Budget:
+            if self.step_limit >= limit:
+                raise  # the caller's own budget ran out, not this call's share
+            return self._over_budget(ref, node, frame, facts_before)
         finally:
+            self.step_limit = limit
             self._open_calls.pop()
             read = self.fields.close()
         self._note_reach(reach.deepest, reach.entered)
@@ -180,6 +190,18 @@ class Calls:
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered), self.fields.version if read else None, read)
         return self._returned(result, self.anchor(node, frame))
+
+    def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
+        """A followed call that spent its share of the step budget: its result is unknown, what it
+        observed is dropped (it may be half a computation), and the caller goes on; `kllint check
+        -v` names it."""
+        del self.facts[facts_before:]
+        self.over_budget.add(id(ref.node))
+        self._cutoffs += 1
+        self._abandon(frame.function, node, f"call of `{ref.qualname}` not followed past its share of the step "
+                                            f"budget ({self.call_share:,} steps); its result is unknown",
+                      frame.module, frame.root)
+        return Unknown(ref.qualname)
 
     def _carries_roles(self, values: list[Value]) -> bool:
         return any(isinstance(option, Tensor) and self.algebra.has_roles(option.expr)

@@ -12,6 +12,7 @@ from kllint.analysis.symbolic import LP, OLD, REF
 from kllint.analysis.values import Anchor, ClassRef, Condition, Value
 
 MAX_STEPS = 150_000
+CALL_SHARE = 40_000  # on the rerun of an entry point that ran out of steps, the steps one followed call may spend
 CONFIG_TOKENS = frozenset({"config", "cfg", "args", "conf", "hparams", "hps", "settings", "opts", "options", "kwargs"})
 ROLE_SYMBOL = {"policy": LP, "reference": REF, "old": OLD}
 
