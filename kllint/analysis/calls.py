@@ -138,6 +138,9 @@ def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: Fr
 
 def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
     """A network's forward pass: logits of the model's role; reference forwards are observed."""
+    if frame.adapters_off and model.role == "policy":
+        value = Tensor(REF, space="logits")  # the base weights under the adapters: the reference
+        return it.algebra.detach(value) if frame.no_grad else value
     symbol = ROLE_SYMBOL.get(model.role, LP)
     if model.role == "reference" and node.args:  # a forward takes inputs
         observe_reference_forward(it, model, node, frame)

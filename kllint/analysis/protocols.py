@@ -21,6 +21,7 @@ class FrameLike(Protocol):
 
     module: "ModuleInfo"
     no_grad: bool
+    adapters_off: bool
     conditions: tuple[Condition, ...]
     call_stack: tuple[Anchor, ...]
     root: cst.CSTNode | None

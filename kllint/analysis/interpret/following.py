@@ -150,7 +150,7 @@ class Calls:
         if signature is None:
             signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            memo_key = (key, frame.no_grad, frame.emit, tuple(sorted(kwargs)), signature,
+            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
                         id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
                 memo = self._plain_calls.get(variant)
@@ -240,7 +240,7 @@ class Calls:
         """Run the function's body with the arguments bound; its result and the callee frame."""
         fdef = ref.node
         key = id(fdef)
-        callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad,
+        callee_frame = Frame(ref.module, {}, function=ref.qualname, no_grad=frame.no_grad, adapters_off=frame.adapters_off,
                              conditions=frame.conditions, depth=frame.depth + 1, emit=frame.emit,
                              epoch_loop=frame.epoch_loop,
                              call_stack=frame.call_stack + (self.anchor(node, frame),),

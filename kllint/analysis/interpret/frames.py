@@ -29,6 +29,7 @@ class Frame:
     env: dict[str, Value]
     function: str = "<module>"
     no_grad: bool = False
+    adapters_off: bool = False  # inside `with policy.disable_adapter():` (see kllint.analysis.adapters)
     conditions: tuple[Condition, ...] = ()
     returns: list[Value] = field(default_factory=list)
     depth: int = 0

@@ -9,6 +9,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis.adapters import disables_adapters, yields_with_adapters_off
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
@@ -329,11 +330,13 @@ class Statements:
         return join(*options)
 
     def exec_with(self, node: cst.With, frame: Frame) -> None:
-        no_grad = frame.no_grad
+        no_grad, adapters_off = frame.no_grad, frame.adapters_off
         for item in node.items:
             call = item.item
             func = call.func if isinstance(call, cst.Call) else call
             qual = self.qualify(dotted_name(func) or "", frame.module)
+            if disables_adapters(call) or self._adapter_off_context(func, frame):
+                adapters_off = True
             if qual in fw.NO_GRAD_CONTEXTS:
                 no_grad = True
             elif qual == "torch.enable_grad":
@@ -346,10 +349,18 @@ class Statements:
                 value = self.eval(call, frame)
                 if item.asname is not None:
                     self.assign(item.asname.name, value, frame, node)
-        saved = frame.no_grad
-        frame.no_grad = no_grad
+        saved = frame.no_grad, frame.adapters_off
+        frame.no_grad, frame.adapters_off = no_grad, adapters_off
         self.exec_block(node.body.body, frame)
-        frame.no_grad = saved
+        frame.no_grad, frame.adapters_off = saved
+
+    def _adapter_off_context(self, func: cst.BaseExpression, frame: Frame) -> bool:
+        """Whether a `with` item calls a project context manager that yields with the adapters off."""
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return False
+        value = self.eval(func, frame.child(emit=False))
+        return any(isinstance(option, FunctionRef) and yields_with_adapters_off(option.node)
+                   for option in alternatives(value))
 
     def _no_grad_decorated(self, node: cst.FunctionDef, module: ModuleInfo) -> bool:
         for decorator in node.decorators:
