@@ -48,6 +48,7 @@ CASES = {
     "kl201_display_only": (set(), {"KL201"}, "loss", False),
     "kl102_long_line_wrapped": ({"KL102"}, {"KL201"}, "loss", False),
     "kl102_stale_comments": ({"KL102"}, {"KL201"}, "loss", False),
+    "kl102_value_wrapped_in_parentheses": ({"KL102"}, {"KL201"}, "loss", False),
     "kl102_conditional_withheld": (set(), {"KL102", "KL201"}, "loss", False),
     "kl302_stale_comment": ({"KL302"}, set(), "reward", True),
     "kl503_reference_forward_no_grad": ({"KL503"}, set(), "", False),

@@ -88,6 +88,10 @@ class InterpreterLike(Protocol):
         """The frame's depth, for a decision that depends on it."""
         ...
 
+    def tensor_item(self, base: Tensor, key: Value, node: cst.CSTNode, frame: FrameLike) -> Value:
+        """`base[key]` or `base.get(key)` of a tensor-like value."""
+        ...
+
     def _element(self, iterable: Value, node: cst.BaseExpression, frame: FrameLike) -> Value:
         """An element of an iterable (what a `for` loop binds)."""
         ...

@@ -229,6 +229,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return Unknown("backward")
     if name in fw.DETACH:
         return algebra.detach(obj)
+    if name == "get" and args and isinstance(args[0], Literal) and isinstance(args[0].value, str):
+        return it.tensor_item(obj, args[0], node, frame)  # `out.get("log_probs")`: as `out["log_probs"]`
     if name in fw.CONSUME:
         return Unknown("metric")
     if name == "log_prob" and obj.kind == "distribution":
@@ -279,7 +281,10 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
         return algebra.unary(obj, tm.Function(name), anchor).with_(space=space)
     if name in fw.REDUCTIONS:
         if obj.kind == "analytic_elementwise" and name == "sum":
-            return obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
+            per_token = obj.with_(kind=None)  # the sum over classes: the per-token analytic KL
+            if argument(args, kwargs, 0, "dim", "axis") is None:  # `.sum()`: over the tokens too
+                return algebra.reduce(per_token, "sum", frame.call_stack + (anchor,))
+            return per_token
         if obj.kind in ("kldiv_elementwise", "analytic_elementwise") and name in ("mean", "nanmean"):
             dim = argument(args, kwargs, 0, "dim", "axis")
             if dim is None or literal_value(dim) in (-1,):

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from kllint.analysis.facts import (
     ClampFact, ClassMeanOfKlDiv, KlDivCall, KlDivLossConstruction, LossFact, OptaxKlCall, ReferenceForward,
-    RewardFact,
+    RewardFact, SinkKind,
 )
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
@@ -60,7 +60,13 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
                       carrying_calls=interpreter.carrying_calls,
                       line_length=getattr(settings, "line_length", None) or 88)
     prepare(ctx, interpreter.facts)
-    for fact in interpreter.facts:
+    # a term that reaches a backward pass or a returned loss is traced there, not to an entry of
+    # an output record that also holds it (`LossMetrics(loss=loss)` beside `return loss`)
+    for fact in sorted(interpreter.facts, key=_traced_last):
         for judge in JUDGES.get(type(fact), ()):
             judge(fact, ctx)
     return ctx.diagnostics()
+
+
+def _traced_last(fact: object) -> bool:
+    return isinstance(fact, LossFact) and fact.kind is SinkKind.LOSS_ENTRY

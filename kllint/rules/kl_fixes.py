@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
 from kllint.analysis.autograd import Framework
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
@@ -72,7 +74,7 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     if term.anchor.path != ctx.entry.display:
         return Fix("display-only", "rewrite the KL term in the helper where it is computed")
     policy, reference, _ = role_names(term, ctx)
-    original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else None
+    original = unparenthesized_source(term.anchor.node, ctx) if term.anchor.node is not None else None
     if term.per_token:
         log_ratio = f"{policy} - {reference}" if policy is not None and reference is not None else None
     else:
@@ -123,6 +125,14 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
                replacement, region, content)
 
 
+def unparenthesized_source(node: cst.CSTNode, ctx: "RuleContext") -> str:
+    """The code of an expression without the parentheses around it: a value wrapped over lines
+    by a formatter (`kl = (\n    exp(d) - d - 1\n)`) is one line inside them."""
+    if getattr(node, "lpar", None):
+        node = node.with_changes(lpar=[], rpar=[])
+    return ctx.entry.source(node).strip()
+
+
 def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
     """k1 in the reward (unsafe: changes the reward on purpose). A comment next to it that
     speaks of the old estimator is rewritten too.
@@ -134,7 +144,7 @@ def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
         return Fix("display-only", "use k1 in the helper where the reward KL is computed")
     policy, reference, _ = role_names(term, ctx)
     name = term.estimator.name if term.estimator is not None else None
-    original = ctx.entry.source(term.anchor.node).strip() if term.anchor.node is not None else ""
+    original = unparenthesized_source(term.anchor.node, ctx) if term.anchor.node is not None else ""
     partial = name == "k2" and not any(half in original.replace(" ", "") for half in ("0.5", "/2", ".5*"))
     if policy is None or reference is None or name == "analytic" or partial:
         return Fix("display-only", "use k1 (logp - ref_logp) as the KL reward")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
@@ -215,6 +216,20 @@ def refreshed(comment: str, new: str) -> str:
     return "  ".join(out)
 
 
+def inner_comments(module: ModuleInfo, statement: Statement) -> list[str]:
+    """The comments on the lines of a statement over several lines before its last (`kl = (`,
+    `exp(d) - d - 1  # k3`, `)`): a statement written afresh keeps them at its end."""
+    comments = []
+    lines = iter(module.lines[statement.start - 1:statement.end])
+    try:
+        for token in tokenize.generate_tokens(lambda: next(lines, "")):
+            if token.type == tokenize.COMMENT and token.start[0] < statement.end - statement.start + 1:
+                comments.append(token.string)
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return comments
+
+
 def with_comment(line: str, comment: str) -> str:
     """`line` ending with `comment` (two spaces before it, as formatters write it)."""
     return f"{line}  {comment}" if comment else line
@@ -271,7 +286,7 @@ def rewrite_statement(module: ModuleInfo, statement: Statement, span: Span, new:
         trailing = refreshed(trailing, "" if comment_done else comment)
     if value_head is not None and _same_place(module, value_head[0], span):
         body = fit(indent, value_head[1], new, "", limit_for_fit, unit)
-        body[-1] = with_comment(body[-1], trailing)
+        body[-1] = with_comment(body[-1], "  ".join(inner_comments(module, statement) + ([trailing] if trailing else [])))
     else:
         new = f"({new})" if parenthesize else new
         body = _replaced(module, statement, span, new)

@@ -166,19 +166,28 @@ class Attributes:
         if isinstance(base, Literal) and isinstance(base.value, str):
             return _string_item(base.value, node.slice, key)
         if isinstance(base, Tensor):
-            if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
-                stored = self.fields.read(KEY_FIELD + key.value)
-                if stored is not None:
-                    return stored
-                keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
-                                             detached_source=not roles.is_output_name(stem(base.expr)))
-                if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
-                    return keyed
-            if base.kind == "vocab_max" and isinstance(key, Literal) and key.value == 1:
-                return self.algebra.opaque("indices")  # `(values, indices)` of `x.max(-1)`
-            return base
+            return self.tensor_item(base, key, node, frame)
         if isinstance(base, Model):
             return base
+        return self._container_item(base, key, node, frame)
+
+    def tensor_item(self, base: Tensor, key: Value, node: cst.CSTNode, frame: Frame) -> Value:
+        """`base[key]` or `base.get(key)` of a tensor-like value: an entry named by a string key of
+        an output container without roles (`out["ref_logps"]`) is the tensor that name gives;
+        an entry of a network's output (`out["log_probs"]`, `out.get("logits")`) keeps its role."""
+        if isinstance(key, Literal) and isinstance(key.value, str) and not self.algebra.has_roles(base.expr):
+            stored = self.fields.read(KEY_FIELD + key.value)
+            if stored is not None:
+                return stored
+            keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                         detached_source=not roles.is_output_name(stem(base.expr)))
+            if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
+                return keyed
+        if base.kind == "vocab_max" and isinstance(key, Literal) and key.value == 1:
+            return self.algebra.opaque("indices")  # `(values, indices)` of `x.max(-1)`
+        return base
+
+    def _container_item(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Mapping) and isinstance(key, Literal):
             item = base.get(str(key.value))
             return item if item is not None else Unknown(str(key.value))

@@ -15,7 +15,7 @@ from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.module import dotted_name
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
-    Anchor, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
@@ -88,6 +88,9 @@ class Calls:
                     elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
                     frame.env[container] = Sequence((join(*elements, item),))
                 return Literal(None)
+        if kwargs and _builds_a_record(node.func, func):
+            for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
+                self.output_loss_entry(key, value, frame, node)
         options = []
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))
@@ -298,6 +301,19 @@ class Calls:
             else:
                 options.append(option)
         return join(*options)
+
+
+def _builds_a_record(callee: cst.BaseExpression, value: Value) -> bool:
+    """Whether a call builds a record from its keywords: a class of the project, `dict`, or a
+    library class (a capitalised name: `TensorDict`, a dataclass of outputs); not a function or a
+    method (`metrics.update(...)`, `logger.log(...)` only read their keywords)."""
+    if any(isinstance(option, ClassRef) for option in alternatives(value)):
+        return True
+    if any(isinstance(option, FunctionRef) for option in alternatives(value)):
+        return False
+    name = dotted_name(callee)
+    last = name.rsplit(".", 1)[-1] if name else ""
+    return last == "dict" or last[:1].isupper()
 
 
 def _unpacked_keywords(value: Value) -> list[tuple[str, Value]]:

@@ -68,11 +68,22 @@ class Names:
         name = dotted_name(call.func)
         return name is not None and self.qualify(name, module).split(".")[0] in ("torch", "optax", "jax")
 
-    def instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
-        """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the class."""
+    def instance_attribute(self, cls: ClassRef, attr: str, seen: int = 0) -> Value | None:
+        """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the
+        class or, when the class assigns none, of a base class of the project (the constructor of
+        a base trainer storing the reducer its subclasses call)."""
         key = (id(cls.node), attr)
         if key not in self._instance_attributes:
-            self._instance_attributes[key] = self._find_instance_attribute(cls, attr)
+            self._instance_attributes[key] = None  # a cycle of bases finds nothing
+            found = self._find_instance_attribute(cls, attr)
+            if found is None and seen < 4:
+                for base in cls.node.bases:
+                    base_value = self.eval(base.value, Frame(cls.module, {}, emit=False))
+                    if isinstance(base_value, ClassRef):
+                        found = self.instance_attribute(base_value, attr, seen + 1)
+                        if found is not None:
+                            break
+            self._instance_attributes[key] = found
         return self._instance_attributes[key]
 
     def _find_instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
