@@ -91,3 +91,47 @@ def test_an_entry_point_still_out_of_steps_on_its_rerun_is_abandoned(monkeypatch
     codes, notes = _notes(COSTLY_HELPER)
     assert codes == []
     assert "train.py:69: analysis of `compute_loss` abandoned: step budget of 100 exhausted" in notes, notes
+
+
+def _helper_chain(levels: int) -> str:
+    """The functions of `_chain` without the entry point: level1 -> ... -> level<levels>."""
+    return _chain(levels).split("def compute_loss")[0]
+
+
+ENTRY = ("from {module} import level1\n\n\ndef compute_loss(logp, ref_logp, mask):\n"
+         "    kl = level1(logp, ref_logp)\n    return (kl * mask).sum() / mask.sum()\n")
+
+
+def test_a_helper_cut_from_two_files_is_listed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two files reach the same cut of a helper module: one line for `-v`, counted once."""
+    from click.testing import CliRunner
+
+    from kllint.cli import cli
+
+    (tmp_path / "helpers.py").write_text(_helper_chain(interpreter.MAX_DEPTH + 1))
+    (tmp_path / "train.py").write_text(ENTRY.format(module="helpers"))
+    (tmp_path / "train2.py").write_text(ENTRY.format(module="helpers") + "\n\ndef other(logp, ref_logp, mask):\n"
+                                        "    return level1(logp, ref_logp).mean()\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "-v", "."])
+    assert result.exit_code in (0, 1), result.output
+    depth = interpreter.MAX_DEPTH
+    line = (f"helpers.py:9: analysis of `level{depth}` abandoned: call of `level{depth + 1}` not followed "
+            f"(call depth limit {depth}) with log-probs or KL terms among its arguments")
+    assert result.stderr.count(line) == 1, result.stderr
+    assert "The analysis gave up on 1 function " in result.stderr, result.stderr
+
+
+def test_the_same_cut_in_two_helper_modules_is_two_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines that differ only by the module are both listed."""
+    from kllint.api import check_paths
+
+    for name in ("helpers_a", "helpers_b"):
+        (tmp_path / f"{name}.py").write_text(_helper_chain(interpreter.MAX_DEPTH + 1))
+    (tmp_path / "train.py").write_text(
+        "from helpers_a import level1\nfrom helpers_b import level1 as other_level1\n\n\n"
+        "def compute_loss(logp, ref_logp, mask):\n    kl = level1(logp, ref_logp) + other_level1(logp, ref_logp)\n"
+        "    return (kl * mask).sum() / mask.sum()\n")
+    monkeypatch.chdir(tmp_path)
+    result = check_paths(["train.py"])
+    assert [note.split(":")[0] for note in result.abandoned] == ["helpers_a.py", "helpers_b.py"], result.abandoned

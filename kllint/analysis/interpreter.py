@@ -42,7 +42,7 @@ class Interpreter(EntryPoints, Statements, Bindings, Expressions, Names, Attribu
         self.algebra = Algebra()
         self.fields = FieldStore(self.algebra)  # values kept on containers (`experience.kl = kl`)
         self.facts: list[Any] = []
-        self._abandoned: dict[tuple[str, str], tuple[cst.CSTNode | None, ModuleInfo, cst.CSTNode | None]] = {}
+        self._abandoned: dict[tuple[str, str, str], tuple[cst.CSTNode | None, ModuleInfo, cst.CSTNode | None]] = {}
         self.steps = 0
         self.step_limit = MAX_STEPS  # lowered while a followed call runs on its share (`call_share`)
         self.call_share = 0  # steps one followed call may spend (0: no limit but the entry point's)

@@ -30,7 +30,7 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     files_checked: int = 0
-    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on (listed by `-v`)
+    abandoned: list[str] = field(default_factory=list)  # functions the analysis gave up on, each once (`-v`)
     # per file shown to the user: how it was handled ("analysed", "skipped by the prefilter",
     # "cached") and notes on it (e.g. an analysis abandoned, with the reason); for `-v`
     file_status: dict[str, str] = field(default_factory=dict)
@@ -95,12 +95,15 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         cache.flush()
     result = RunResult()
     seen: set[tuple] = set()
+    abandoned: set[str] = set()
     for position, (item, outcome) in enumerate(zip(files, outcomes)):
         if outcome is None:  # cannot happen; never lose the run over it
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
         result.internal_errors.extend(outcome.errors)
-        result.abandoned.extend(outcome.gave_up)
+        # a helper of another module cut in the analysis of several files: one line, counted once
+        result.abandoned.extend(note for note in dict.fromkeys(outcome.gave_up) if note not in abandoned)
+        abandoned.update(outcome.gave_up)
         result.file_status[item.display] = ("cached" if position in cached else
                                             "skipped by the prefilter" if outcome.skipped else
                                             "stopped by the time budget" if outcome.stopped else "analysed")

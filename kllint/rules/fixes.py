@@ -10,11 +10,12 @@ import libcst as cst
 from kllint.analysis import roles as name_roles
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
-from kllint.diagnostics import Estimate
+from kllint.diagnostics import Estimate, Span
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
 
+_EMPTY = cst.Module(body=[])
 ROLE_NAMES = {"logp": "policy", "logp_detached": "policy_detached", "ref": "reference", "old": "old"}
 
 
@@ -100,38 +101,92 @@ def _consistent(branch: tuple, anchor_conditions: tuple) -> bool:
     return True
 
 
-def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor_line: int, names: list[str],
+def _bound_names(node: cst.Assign | cst.AugAssign) -> list[str]:
+    """The plain names an assignment binds (`a = b = ...`, `a -= ...`)."""
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    return [t.value for t in targets if isinstance(t, cst.Name)]
+
+
+def setup_bound_names(line: str) -> list[str]:
+    """The names a setup line of an estimate (`Estimate.setup`) binds; none when it does not parse."""
+    try:
+        statement = cst.parse_statement(line)
+    except Exception:  # noqa: BLE001
+        return []
+    body = getattr(statement, "body", ())
+    return [name for node in body if isinstance(node, (cst.Assign, cst.AugAssign)) for name in _bound_names(node)]
+
+
+def _before(span: Span, anchor: Span) -> bool:
+    """Whether a statement at `span` ends before the estimate at `anchor` starts (a statement
+    that contains the estimate, such as `kl = kl.exp() - 1 - kl` itself, is not before it)."""
+    return (span.end_line, span.end_column) <= (anchor.line, anchor.column)
+
+
+def _setup(module: ModuleInfo, function: cst.FunctionDef | None, anchor: Span, names: list[str],
            known: dict[str, set[str]], anchor_conditions: tuple = ()) -> tuple[list[str], list[str]]:
-    """Assignments (as written) before the anchor that define `names`, transitively, stopping at
-    names whose role is known; of several assignments, the last one whose branch agrees with the
-    estimate's branch. Returns the setup and the remaining free names."""
+    """Assignments (as written, plain and augmented) before the anchor that define `names`,
+    transitively, stopping at names whose role is known. The statements are walked back from
+    the anchor, as the value flows: the last assignment of a needed name whose branch agrees
+    with the estimate's branch defines it, and one that reads the name it binds
+    (`log_ratio = log_ratio.exp() - 1 - log_ratio`, `kl -= log_ratio`) needs the assignment
+    before it too. Returns the setup in source order and the remaining free names."""
     if function is None or not isinstance(function.body, cst.IndentedBlock):
         return [], names
     statements: list = []
     _in_source_order(function.body.body, (), statements)
-    assignments: dict[str, cst.Assign] = {}
-    for node, branch in statements:
-        if isinstance(node, cst.Assign) and module.span(node).line < anchor_line and _consistent(branch, anchor_conditions):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    assignments[target.target.value] = node
-    setup: list[cst.Assign] = []
-    free: list[str] = []
+    needed = dict.fromkeys(name for name in names if name not in known)
+    setup: list[cst.Assign | cst.AugAssign] = []
+    free = {name for name in names if name in known}
+    for node, branch in reversed(statements):
+        if not isinstance(node, (cst.Assign, cst.AugAssign)) or not needed:
+            continue
+        bound = [name for name in _bound_names(node) if name in needed]
+        if not bound or not _before(module.span(node), anchor) or not _consistent(branch, anchor_conditions):
+            continue
+        setup.append(node)
+        if isinstance(node, cst.Assign):  # an augmented assignment reads its target: still needed
+            for name in bound:
+                del needed[name]
+        for name in _free_names(node.value):
+            if name in known:
+                free.add(name)
+            else:
+                needed.setdefault(name)
+    free.update(needed)
+    setup.reverse()
+    return [module.source(n).strip() for n in setup], _in_reading_order(names, setup, free)
+
+
+def _in_reading_order(names: list[str], setup: list, free: set[str]) -> list[str]:
+    """The free names breadth-first from the estimate's own names through the setup lines
+    that bind them (the latest first), as the estimate is read."""
+    defined: dict[str, list] = {}
+    for node in reversed(setup):
+        for name in _bound_names(node):
+            defined.setdefault(name, []).append(node)
+    order: list[str] = []
     pending, seen = list(names), set()
     while pending:
         name = pending.pop(0)
         if name in seen:
             continue
         seen.add(name)
-        node = assignments.get(name)
-        if node is None or name in known:
-            free.append(name)
-            continue
-        if node not in setup:
-            setup.append(node)
-        pending.extend(_free_names(node.value))
-    setup.sort(key=lambda n: module.span(n).line)
-    return [module.source(n).strip() for n in setup], free
+        if name in free:
+            order.append(name)
+        for node in defined.get(name, ()):
+            pending.extend(_free_names(node.value))
+    return order
+
+
+def _expression_source(node: cst.CSTNode, module: ModuleInfo) -> str:
+    """The estimate's expression as written; an augmented assignment `kl -= log_ratio` (the
+    anchor of an estimate it completes) as the expression it assigns, `kl - log_ratio`."""
+    if isinstance(node, cst.AugAssign):
+        operator = _EMPTY.code_for_node(node.operator).strip()[:-1]
+        target = module.source(node.target).strip()
+        return f"{target} {operator} {atom(module.source(node.value).strip())}"
+    return module.source(node).strip()
 
 
 MODULE_ALIASES = ("torch", "F", "jnp", "jax", "np", "nn", "math", "optax")
@@ -143,12 +198,12 @@ def estimate_for(term: KLTerm, ctx: "RuleContext", usage: str) -> Estimate | Non
     if module is None or term.anchor.node is None:
         return None
     try:
-        source = module.source(term.anchor.node).strip()
+        source = _expression_source(term.anchor.node, module)
     except Exception:  # noqa: BLE001
         return None
     function = module.function_at(term.anchor.span.line)
     known = ctx.name_roles.get((term.anchor.path, term.anchor.function), {})
-    setup, free = _setup(module, function, term.anchor.span.line, _free_names(term.anchor.node), known,
+    setup, free = _setup(module, function, term.anchor.span, _free_names(term.anchor.node), known,
                          term.anchor.conditions)
 
     role_map = []

@@ -15,7 +15,7 @@ from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Fix
 from kllint.rules import rewrite
 from kllint.rules.fixes import (
-    atom, detached_weight, log_ratio_source, parenthesized, role_names, estimate_for,
+    atom, detached_weight, log_ratio_source, parenthesized, role_names, estimate_for, setup_bound_names,
 )
 from kllint.rules.wording import framework_at
 
@@ -47,12 +47,15 @@ def _named_log_ratio(term: KLTerm, ctx: "RuleContext", policy: str | None, refer
     if estimate is None or policy is None or reference is None:
         return None
     wanted = {f"{policy}-{reference}", f"{reference}-{policy}"}
+    found = None
     for line in estimate.setup:
         target, _, value = line.partition("=")
         target = target.strip()
         if target.isidentifier() and value.replace(" ", "").split("#")[0] in wanted:
-            return target
-    return None
+            found = target
+        elif found is not None and found in setup_bound_names(line):
+            found = None  # reassigned on the way to the estimate: no longer the plain log-ratio
+    return found
 
 
 VALUE_NAMES = {"k1": "log_ratio", "k3": "k3", "k3-inverted": "k3_inverted", "abs": "abs_kl"}

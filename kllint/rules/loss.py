@@ -70,6 +70,7 @@ class EstimateAsLoss:
     """KL101 / KL102 / KL103: an estimate differentiated whose coefficient is not the log-ratio."""
 
     CODES = {"constant": "KL101", "forward": "KL102", "other": "KL103"}
+    LIVE_RATIO = {"KL101": "k1", "KL102": "k3", "KL103": "k3"}  # what the help multiplies by a live ratio
     MESSAGES = {
         "KL101": "{subject} is differentiated as a loss: its gradient coefficient is constant, so the expected gradient is zero and the penalty only adds noise",
         "KL102": "{subject} is differentiated as a loss: its expected gradient is that of the forward KL(ref || pi), not the reverse KL(pi || ref)",
@@ -82,7 +83,7 @@ class EstimateAsLoss:
         code = self.CODES.get(item.coefficient.kind)
         if code is None:
             return
-        report_term(ctx, item, code, self.MESSAGES[code], wording.loss_help(framework(item)),
+        report_term(ctx, item, code, self.MESSAGES[code], wording.loss_help(framework(item), self.LIVE_RATIO[code]),
                     fix=loss_rewrite(item, ctx))
 
 

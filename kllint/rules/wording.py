@@ -71,11 +71,12 @@ def reverse_cumsum(framework: Framework, x: str) -> str:
     return _REVERSE_CUMSUM[framework].format(x=x)
 
 
-def loss_help(framework: Framework) -> str:
-    """KL101 / KL102 / KL103."""
+def loss_help(framework: Framework, estimator: str = "k3") -> str:
+    """KL101 / KL102 / KL103. `estimator`: the one the live-ratio alternative multiplies (`k1`
+    for KL101, whose k1 times a live ratio has the reverse-KL gradient, as k3 has; else `k3`)."""
     k2 = "k2 = 0.5 * (logp - ref) ** 2"
     return (f"route the gradient through k2 and keep the logged value: `{k2}` then "
-            f"`kl = k2 - {stop(framework, 'k2')} + {stop(framework, 'kl')}`, or multiply k3 by a live ratio "
+            f"`kl = k2 - {stop(framework, 'k2')} + {stop(framework, 'kl')}`, or multiply {estimator} by a live ratio "
             f"`{_EXP[framework]}(logp - old)`; better, put detached k1 in the reward with returns over the whole response")
 
 

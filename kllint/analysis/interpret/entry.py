@@ -152,12 +152,13 @@ class EntryPoints:
                  root: cst.CSTNode | None = None) -> None:
         """Record that the analysis gave up on `function` (never silently: `kllint check -v`);
         `root`, the definition holding `node`, spares positioning every other definition."""
-        self._abandoned.setdefault((function, reason), (node, module or self.entry, root))
+        module = module or self.entry  # keyed by module too: a `level5` of two modules is two lines
+        self._abandoned.setdefault((module.display, function, reason), (node, module, root))
 
     def abandoned(self) -> list[Abandoned]:
         """What the analysis gave up on, each with the line where it happened."""
         records = []
-        for (function, reason), (node, module, root) in self._abandoned.items():
+        for (_, function, reason), (node, module, root) in self._abandoned.items():
             line = module.span(node, root).line if node is not None else 1
             records.append(Abandoned(function, module.display, line, reason))
         return records
