@@ -209,3 +209,10 @@ def test_gitignore_respected_unless_disabled(tmp_path, monkeypatch, fake_analysi
 def test_settings_for_path_is_identity():
     settings = Settings()
     assert settings.for_path(Path("anything.py")) is settings
+
+
+def test_an_empty_select_selects_no_rule():
+    """As in Ruff: `select = []` enables nothing, and `extend-select` adds to that nothing."""
+    assert Settings(select=()).active_codes == frozenset()
+    assert Settings(select=(), extend_select=("KL102",)).active_codes == frozenset({"KL102"})
+    assert "KL102" in Settings().active_codes

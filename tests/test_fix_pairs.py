@@ -50,6 +50,7 @@ CASES = {
     "kl102_stale_comments": ({"KL102"}, {"KL201"}, "loss", False),
     "kl102_value_wrapped_in_parentheses": ({"KL102"}, {"KL201"}, "loss", False),
     "kl102_conditional_withheld": (set(), {"KL102", "KL201"}, "loss", False),
+    "kl102_reassigned_after_a_branch_withheld": (set(), {"KL102", "KL201", "KL601"}, "loss", False),
     "kl302_stale_comment": ({"KL302"}, set(), "reward", True),
     "kl503_reference_forward_no_grad": ({"KL503"}, set(), "", False),
     "kl601_exp_then_clamp": ({"KL601"}, {"KL102", "KL201"}, "", False),

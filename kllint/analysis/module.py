@@ -51,6 +51,7 @@ class ModuleInfo:
     text: str
     outline: ast.Module = field(repr=False)
     imports: dict[str, str] = field(default_factory=dict)
+    star_imports: list[str] = field(default_factory=list)  # modules of `from m import *`, in order
     file_id: int = 0
 
     def __post_init__(self) -> None:
@@ -296,6 +297,7 @@ class ModuleInfo:
                     continue
                 for alias in statement.names:
                     if alias.name == "*":
+                        self.star_imports.append(base)
                         continue
                     self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
             elif isinstance(statement, (ast.Assign, ast.AnnAssign)):

@@ -92,7 +92,7 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     if weight is not None:  # off-policy: keep the detached importance weight on the surrogate
         surrogate = f"{surrogate} * {weight}"
     statement = rewrite.statement_at(ctx.entry, term.anchor.span)
-    if statement is None or statement.conditional:
+    if statement is None or statement.conditional or rewrite.rebinds_a_branch_value(statement):
         return display
     taken = rewrite.names_in_scope(ctx.entry, statement)
     bindings: list[tuple[str, str]] = []

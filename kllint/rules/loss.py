@@ -169,7 +169,7 @@ def off_policy_message(item: LossTerm, ctx: RuleContext) -> str:
     places = {(a.path, a.function) for a in (item.term.anchor, item.term.entry, item.fact.sink) if a is not None}
     choice = next((c for c in ctx.choices if (c.anchor.path, c.anchor.function) in places), None)
     if choice is not None:
-        old += f" `{choice.source}` when {'' if choice.when_true else 'not '}`{choice.test}`"
+        old += f" `{choice.source}` when {wording.branch_taken_when(choice.test, choice.when_true)}"
     if item.uses_old and item.fact.epoch_loop:
         why = f"the same loss uses {old} and {loop}"
     elif item.uses_old:

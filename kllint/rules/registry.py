@@ -86,9 +86,10 @@ def resolve_selector(selector: str) -> set[str]:
 
 def select_codes(select: list[str] | tuple[str, ...], ignore: list[str] | tuple[str, ...],
                  extend_select: list[str] | tuple[str, ...] = ()) -> frozenset[str]:
-    """The active codes after `select`, `extend-select` and `ignore` (ignore wins, Ruff-style)."""
+    """The active codes after `select`, `extend-select` and `ignore` (ignore wins, Ruff-style;
+    an empty `select` selects nothing, as in Ruff, and `extend-select` then adds to nothing)."""
     codes: set[str] = set()
-    for sel in (*(select or ["ALL"]), *extend_select):
+    for sel in (*select, *extend_select):
         matched = resolve_selector(sel)
         codes |= matched - OPT_IN if sel.strip().upper() in ("ALL", "KL") else matched
     for sel in ignore:

@@ -331,3 +331,34 @@ def replace_subexpression(expr: str, text: str, name: str) -> str:
     if node.lpar:
         return expr
     return cst.Module(body=[]).code_for_node(node.visit(_Substitute(text, name)))
+
+
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+
+
+def rebinds_a_branch_value(statement: Statement) -> bool:
+    """Whether the statement reassigns a name from itself (`kl = clamp(kl, ...)`) that an
+    earlier statement of its function binds inside a block the statement is not in (`if c:
+    kl = kl * ratio`): the value it rewrites is then another estimate on some paths, and a
+    rewrite of this line would change those paths' gradient too."""
+    node = statement.node
+    if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or statement.function is None:
+        return False
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    bound = {t.id for t in targets if isinstance(t, ast.Name)}
+    read = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value is not None else set()
+    rebound = bound & read if not isinstance(node, ast.AugAssign) else bound
+    if not rebound:
+        return False
+    return any(_binds_inside(block, rebound, node) for block in ast.walk(statement.function)
+               if isinstance(block, _BLOCKS) and block.lineno < node.lineno
+               and not (block.lineno <= node.lineno <= (block.end_lineno or block.lineno)))
+
+
+def _binds_inside(block: ast.AST, names: set[str], before: ast.stmt) -> bool:
+    for inner in ast.walk(block):
+        if isinstance(inner, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and inner.lineno < before.lineno:
+            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                return True
+    return False

@@ -10,6 +10,8 @@ from dataclasses import replace
 
 from typing import Iterable
 
+import libcst as cst
+
 from kllint.analysis.autograd import Framework, framework_of
 from kllint.analysis.values import Anchor, Condition
 
@@ -231,3 +233,31 @@ def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> st
     texts = list(dict.fromkeys(texts))
     text = "; or when ".join(texts[:4]) + ("; ..." if len(texts) > 4 else "")
     return text + (unnamed_defaults(paths) if defaults and text else "")
+
+
+_INVERSES = {"is": "is not", "is not": "is", "==": "!=", "!=": "==", "in": "not in", "not in": "in",
+             "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def branch_taken_when(test: str, holds: bool) -> str:
+    """`` `test` `` when it holds; when it does not, the inverted comparison for a single
+    comparison (`` `old is not None` `` for `old is None`), else `` not `test` ``."""
+    if holds:
+        return f"`{test}`"
+    try:
+        node = cst.parse_expression(test)
+    except cst.ParserSyntaxError:
+        return f"not `{test}`"
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        target = node.comparisons[0]
+        operator = _EMPTY.code_for_node(target.operator).strip()
+        inverse = _INVERSES.get(" ".join(operator.split()))
+        if inverse is not None:
+            left, right = _EMPTY.code_for_node(node.left), _EMPTY.code_for_node(target.comparator)
+            return f"`{left} {inverse} {right}`"
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return f"`{_EMPTY.code_for_node(node.expression)}`"
+    return f"not `{test}`"
+
+
+_EMPTY = cst.Module(body=[])

@@ -76,6 +76,8 @@ class Names:
         if key not in self._instance_attributes:
             self._instance_attributes[key] = None  # a cycle of bases finds nothing
             found = self._find_instance_attribute(cls, attr)
+            if found is None:
+                found = self._configuration_passed_up(cls, attr)
             if found is None and seen < 4:
                 for base in cls.node.bases:
                     base_value = self.eval(base.value, Frame(cls.module, {}, emit=False))
@@ -113,6 +115,29 @@ class Names:
                         configured = self.annotated_configuration(stmt, small.value.value, cls.module)
                         if configured is not None:
                             return configured
+        return None
+
+    def _configuration_passed_up(self, cls: ClassRef, attr: str) -> ConfigValue | None:
+        """`self.attr` that a base class's constructor stores from its parameter, given by this
+        class's constructor as its own parameter annotated with a configuration class
+        (`def __init__(self, config: ActorConfig): super().__init__(config)` over a base's
+        `self.config = config`): that configuration, with the class's defaults."""
+        init = cls.node.method("__init__") if isinstance(cls.node, LazyClass) else None
+        if init is None or not isinstance(init.body, cst.IndentedBlock):
+            return None
+        for line in init.body.body:
+            call = _super_init_call(line)
+            if call is None:
+                continue
+            for base in cls.node.bases:
+                base_value = self.eval(base.value, Frame(cls.module, {}, emit=False))
+                if not isinstance(base_value, ClassRef) or not isinstance(base_value.node, LazyClass):
+                    continue
+                base_init = base_value.node.method("__init__")
+                stored = _stored_parameter(base_init, attr) if base_init is not None else None
+                passed = _argument_for(call, base_init, stored) if stored is not None else None
+                if isinstance(passed, cst.Name):
+                    return self.annotated_configuration(init, passed.value, cls.module)
         return None
 
     def annotated_configuration(self, fdef: cst.FunctionDef, name: str, module: ModuleInfo) -> ConfigValue | None:
@@ -165,7 +190,10 @@ class Names:
         value = self.eval(call.func, Frame(module, {}, emit=False))
         return Instance(value) if isinstance(value, ClassRef) else None
 
-    def resolve_import(self, qualname: str) -> Value:
+    def resolve_import(self, qualname: str, hops: int = 0) -> Value:
+        """The value an imported dotted name refers to: a project function, class or module, or
+        a library module reference; a name a package re-exports with `from .m import *` is
+        looked up in those modules (a few hops at most)."""
         root = qualname.split(".")[0]
         if root in ("torch", "jax", "numpy", "optax", "flax", "transformers", "math", "functools", "typing", "einops", "equinox", "chex", "mlx"):
             return ModuleRef(qualname)
@@ -180,7 +208,12 @@ class Names:
         if head in module.classes:
             return ClassRef(head, module.classes[head], module)
         if head in module.imports and module.imports[head] != qualname:
-            return self.resolve_import(module.imports[head])
+            return self.resolve_import(module.imports[head], hops + 1)
+        if hops < 4:
+            for star in module.star_imports:
+                found = self.resolve_import(f"{star}.{rest}", hops + 1)
+                if not isinstance(found, ModuleRef):
+                    return found
         return ModuleRef(qualname)
 
 
@@ -193,3 +226,43 @@ def stem(expr: tm.Term) -> str:
     # names no single value
     symbols = symbols_of(expr)
     return next(iter(symbols)).name.split("__")[0] if len(symbols) == 1 else ""
+
+
+def _super_init_call(line: cst.CSTNode) -> cst.Call | None:
+    """The `super().__init__(...)` call a constructor's statement line makes, if it is one."""
+    if not isinstance(line, cst.SimpleStatementLine) or not isinstance(line.body[0], cst.Expr):
+        return None
+    call = line.body[0].value
+    if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__"
+            and isinstance(call.func.value, cst.Call) and dotted_name(call.func.value.func) == "super"):
+        return call
+    return None
+
+
+def _stored_parameter(init: cst.FunctionDef, attr: str) -> str | None:
+    """The parameter of a constructor it stores as `self.attr = parameter`, if any."""
+    names = {param.name.value for param in (*init.params.posonly_params, *init.params.params,
+                                            *init.params.kwonly_params)}
+    if not isinstance(init.body, cst.IndentedBlock):
+        return None
+    for line in init.body.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value in names
+                    and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
+                return small.value.value
+    return None
+
+
+def _argument_for(call: cst.Call, init: cst.FunctionDef, parameter: str) -> cst.BaseExpression | None:
+    """The argument `super().__init__(...)` passes for the base constructor's `parameter`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == parameter:
+            return arg.value
+    positional = [param.name.value for param in (*init.params.posonly_params, *init.params.params)][1:]
+    index = positional.index(parameter) if parameter in positional else -1
+    args = [arg for arg in call.args if arg.keyword is None]
+    if 0 <= index < len(args) and not any(arg.star for arg in args[:index + 1]):
+        return args[index].value
+    return None
