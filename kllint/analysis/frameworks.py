@@ -30,6 +30,9 @@ PIECES = frozenset({"chunk", "split", "tensor_split", "unbind", "array_split"})
 # Calls that return their function argument compiled or wrapped: calling the result runs it.
 # (JAX's `jax.jit(f)` keeps its own handling: its result is also what `jax.grad` and `scan` are given.)
 FUNCTION_WRAPPERS = frozenset({"torch.compile", "torch.jit.script"})
+# Bases of custom autograd operations: `Cls.apply(*args)` runs the static `Cls.forward(ctx, *args)`.
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
+                                "torch.autograd.function.InplaceFunction"})
 # Calls that move or regroup values without changing them: remote fetches, device transfers,
 # flattening of lists (their result holds the argument's values).
 TRANSFER = frozenset({"ray.get", "ray.put", "jax.device_put", "jax.device_get", "itertools.chain",

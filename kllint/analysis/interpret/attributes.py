@@ -44,7 +44,11 @@ class Attributes:
             if base.qualname.startswith("project:"):
                 module = self.index.load(base.qualname[len("project:"):])
                 if module is not None:
-                    return self.global_value(attr, module, frame) if attr in module.functions or attr in module.classes or attr in module.imports else ModuleRef(f"{base.qualname}.{attr}")
+                    if attr in module.functions or attr in module.classes or attr in module.imports:
+                        return self.global_value(attr, module, frame)
+                    constant = module.constants.get(attr) if attr in module.constants else None
+                    alias = self.class_attribute_alias(constant, module) if constant is not None else None
+                    return alias if alias is not None else ModuleRef(f"{base.qualname}.{attr}")
             return self.resolve_import(f"{base.qualname}.{attr}") if not base.qualname.startswith("project:") else ModuleRef(f"{base.qualname}.{attr}")
         if isinstance(base, Instance):
             method = self.find_method(base.cls, attr)
@@ -63,6 +67,8 @@ class Attributes:
             return self.value_from_name(attr, self.anchor(node, frame), frame, detached_source=False) if not roles.is_kl_name(attr) else self.algebra.opaque(attr)
         if isinstance(base, ClassRef):
             method = self.find_method(base, attr)
+            if method is None and attr == "apply":
+                method = self.autograd_apply(base)
             return method if method is not None else Unknown(attr)
         if isinstance(base, Super):
             found = self.super_method(base, attr)
@@ -151,6 +157,33 @@ class Attributes:
                 if found is not None:
                     return found
         return None
+
+    def derives_from(self, cls: ClassRef, qualnames: frozenset[str], seen: int = 0) -> bool:
+        """Whether the class has, among its bases resolved through the imports of the modules
+        that define them (project classes followed up to five levels), a library class of
+        `qualnames`."""
+        for base in cls.node.bases:
+            base_value = self.eval(base.value, Frame(cls.module, {}))
+            if isinstance(base_value, ModuleRef) and base_value.qualname in qualnames:
+                return True
+            if isinstance(base_value, ClassRef) and seen < 4 and self.derives_from(base_value, qualnames, seen + 1):
+                return True
+        return False
+
+    def autograd_apply(self, cls: ClassRef) -> Value | None:
+        """`Cls.apply` of a project subclass of `torch.autograd.Function`: calling it runs the
+        static `forward` with the arguments after a context the analysis knows nothing about
+        (`ctx`; none when the class splits it off into `setup_context`), in the caller's grad
+        state. None for another class, or one without a `forward`."""
+        if not self.derives_from(cls, fw.AUTOGRAD_FUNCTIONS):
+            return None
+        forward = self.find_method(cls, "forward")
+        if forward is None:
+            return None
+        forward = replace(forward, bound_self=None)  # `Function.apply` passes the context, not an instance
+        if self.find_method(cls, "setup_context") is not None:
+            return forward
+        return Partial(forward, (Unknown("ctx"),))
 
     def eval_Subscript(self, node: cst.Subscript, frame: Frame) -> Value:
         base = self.eval(node.value, frame)

@@ -51,7 +51,28 @@ class Names:
                 return value
             if name in module.registries:  # `REGISTRY = dict()` / `defaultdict(...)`, filled by decorators
                 return Mapping(self._registered(name, module), name)
+            method = self.class_attribute_alias(constant, module)
+            if method is not None:
+                return method
         return Unknown(name)
+
+    def class_attribute_alias(self, constant: cst.BaseExpression, module: ModuleInfo) -> Value | None:
+        """A module-level name bound to a callable attribute of a class the module defines or
+        imports (`fused_op = FusedOp.apply`, `build = Builder.create`): that callable (a project
+        function, or the forward of a project autograd Function); None for anything else."""
+        if not (isinstance(constant, cst.Attribute) and isinstance(constant.value, cst.Name)
+                and (constant.value.value in module.classes or constant.value.value in module.imports)):
+            return None
+        open_aliases = self.__dict__.setdefault("_open_aliases", set())
+        if id(constant) in open_aliases:
+            return None  # aliases that lead back to themselves through other modules
+        open_aliases.add(id(constant))
+        try:
+            value = self.eval(constant, Frame(module, {}, emit=False))
+        finally:
+            open_aliases.discard(id(constant))
+        options = alternatives(value)
+        return value if options and all(isinstance(o, (FunctionRef, Partial)) for o in options) else None
 
     def _registered(self, registry: str, module: ModuleInfo) -> tuple[tuple[str, Value], ...]:
         """The definitions the module's decorators store in `registry`, by key."""
@@ -209,6 +230,10 @@ class Names:
             return ClassRef(head, module.classes[head], module)
         if head in module.imports and module.imports[head] != qualname:
             return self.resolve_import(module.imports[head], hops + 1)
+        constant = module.constants.get(head) if head == rest and head in module.constants else None
+        method = self.class_attribute_alias(constant, module) if constant is not None else None
+        if method is not None:
+            return method
         if hops < 4:
             for star in module.star_imports:
                 found = self.resolve_import(f"{star}.{rest}", hops + 1)
