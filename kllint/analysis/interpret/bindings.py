@@ -8,6 +8,7 @@ from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
+from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.facts import LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
@@ -50,7 +51,13 @@ class Bindings:
                     current = frame.env[base.value]
                     if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
                         value = self.detach_value(value)
-                    if isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
+                    if isinstance(entry, str) and (isinstance(current, Unknown) or (
+                            isinstance(current, Tensor) and not self.algebra.has_roles(current.expr))):
+                        # `store["adv"] = value` on a container the analysis cannot see: the entry
+                        # is kept under its key (read back by `store["adv"]`, here or in a callee),
+                        # the container's other keys still name their own values
+                        self.fields.write(KEY_FIELD + entry, value, id(statement))
+                    elif isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
                     elif isinstance(current, Mapping) and isinstance(entry, str):  # `losses["kl"] = ...`
                         kept = tuple((k, v) for k, v in current.items if k != entry)
