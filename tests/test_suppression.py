@@ -140,3 +140,20 @@ def test_add_noqa_rejects_fix():
     result = run_cli(["check", "--add-noqa", "--fix", "."])
     assert result.exit_code == 2
     assert "--add-noqa cannot be combined with --fix" in result.stderr
+
+
+WRAPPED = "kl = (  {head}\n    exp(d) - d - 1\n)\nother = (\n    exp(d) - d - 1\n)\n"
+
+
+@pytest.mark.parametrize("head", ["# noqa: KL102", "# kllint: ignore[KL1] wrapped by the formatter"])
+def test_a_suppression_on_the_first_line_of_a_wrapped_statement_covers_it(head):
+    text = WRAPPED.format(head=head)
+    assert _hidden(text, 2) and _hidden(text, 3)
+    assert not _hidden(text, 5)  # the next statement is not covered
+    assert not _hidden(text, 2, code="KL201")
+
+
+def test_an_ignore_line_above_a_wrapped_statement_covers_it():
+    text = "# kllint: ignore[KL102]\nkl = (\n    exp(d) - d - 1\n)\nafter = exp(d) - d - 1\n"
+    assert _hidden(text, 3)
+    assert not _hidden(text, 5)

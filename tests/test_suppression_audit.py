@@ -89,3 +89,15 @@ def test_filter_found_keeps_kl901_sorted_and_suppressible():
     settings = Settings(extend_select=("KL901",))
     text = "b = 1  # noqa: KL102  # noqa: KL901\n"
     assert filter_found([], text, "m.py", settings) == []
+
+
+def test_a_suppression_heading_a_wrapped_statement_is_used_by_a_finding_inside():
+    from test_cli_support import make_diagnostic
+    from kllint.diagnostics import Span
+
+    text = "kl = (  # noqa: KL102\n    exp(d) - d - 1\n)\n"
+    inside = make_diagnostic("KL102", "m.py", Span(2, 5, 2, 19))
+    active = frozenset({"KL901", "KL102"})
+    assert unused_suppressions(text, "m.py", [inside], active) == []
+    below = make_diagnostic("KL102", "m.py", Span(4, 5, 4, 19))
+    assert len(unused_suppressions(text + "x = 1\n", "m.py", [below], active)) == 1

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kllint.diagnostics import Diagnostic, Fix, Span
 from kllint.rules.registry import BY_CODE
-from kllint.pipeline.suppressions import FILE_IGNORE, IGNORE, NOQA, comments, may_name_kllint, names_a_suppression
+from kllint.pipeline.suppressions import FILE_IGNORE, IGNORE, NOQA, comments, may_name_kllint, names_a_suppression, statement_lines
 
 UNUSED_CODE = "KL901"
 _TOKEN = re.compile(r"[^\s,]+")
@@ -47,6 +47,7 @@ def directives(text: str) -> list[Directive]:
         return []
     found = comments(text)
     comment_lines = {number for number, _column, _comment, alone in found if alone}
+    statements = statement_lines(text)
     out: list[Directive] = []
     for number, column, comment, alone in found:
         for kind, pattern in (("noqa", NOQA), ("ignore", IGNORE), ("file-ignore", FILE_IGNORE)):
@@ -63,6 +64,8 @@ def directives(text: str) -> list[Directive]:
                         lines.add(target)
                         target += 1
                     covers = frozenset(lines | {target})
+                if covers is not None:  # a statement over several lines is covered from its first
+                    covers = covers.union(*(statements.get(line, ()) for line in covers))
                 end = column + match.end()
                 # the directive is the whole comment (a `kllint: ignore[...]` reason belongs to it)
                 whole = match.start() == 0 and (kind != "noqa" or comment[match.end():].strip() == "")

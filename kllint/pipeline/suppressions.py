@@ -73,6 +73,26 @@ def comments(text: str) -> list[tuple[int, int, str, bool]]:
     return found
 
 
+def statement_lines(text: str) -> dict[int, frozenset[int]]:
+    """For each statement written over several lines (`kl = (` ... `)`), its first line -> all
+    its lines: a suppression on the first line (or the comment line above it) covers what is
+    reported inside, as it would on a one-line statement. Empty when the text does not tokenize."""
+    spans: dict[int, frozenset[int]] = {}
+    start: int | None = None
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text, newline="").readline):
+            if token.type == tokenize.NEWLINE:
+                if start is not None and token.start[0] > start:
+                    spans[start] = frozenset(range(start, token.start[0] + 1))
+                start = None
+            elif start is None and token.type not in skip and token.type != tokenize.ENDMARKER:
+                start = token.start[0]
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return {}
+    return spans
+
+
 @dataclass
 class Suppressions:
     """Suppressions found in one file's text: codes or prefixes per line, and file-wide ones."""
@@ -104,6 +124,11 @@ class Suppressions:
                     result.by_line.setdefault(target, set()).update(codes)
             for match in FILE_IGNORE.finditer(comment):
                 result.file_wide.update(_codes(match.group("codes")))
+        if result.by_line:
+            for first, lines in statement_lines(text).items():
+                if first in result.by_line:
+                    for line in lines:
+                        result.by_line.setdefault(line, set()).update(result.by_line[first])
         return result
 
     def hides(self, diagnostic: Diagnostic) -> bool:
