@@ -163,7 +163,18 @@ def observe_reference_forward(it: InterpreterLike, model: Model, node: cst.Call,
     configured = it.vocab is not None and model.name in it.vocab.reference_names
     weak = bool(model.name) and not configured and not roles.names_reference_strongly(model.name)
     it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack,
-                                    weak_name=weak))
+                                    weak_name=weak, handed_in=_handed_in(model.name, frame.root)))
+
+
+def _handed_in(name: str, root: cst.CSTNode | None) -> bool:
+    """Whether the network named `name` (as the code holds it) is a parameter of the function
+    `root` running the forward; unknown (no function, no name) counts as handed in."""
+    if not isinstance(root, cst.FunctionDef) or not name:
+        return True
+    head = name.split(".")[0]
+    params = root.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    return head in names and head not in ("self", "cls")
 
 
 def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:

@@ -138,7 +138,8 @@ class ReferenceForward:
     / `inference_mode` in this frame, its callers or the code around it); `frozen`: the network's
     parameters are frozen (`requires_grad_(False)`); `weak_name`: the network is the reference
     only by a weak word of its name (`base_model`, `init_model`: often the policy's own
-    backbone). A forward that autograd records (taped, tracking, not frozen) is observed within
+    backbone); `handed_in`: the function running the forward received the network from its caller
+(a parameter), rather than reading it from `self` or a global. A forward that autograd records (taped, tracking, not frozen) is observed within
     one call of the entry point only. `call_stack` ends with the call sites that lead to it."""
 
     anchor: Anchor
@@ -148,6 +149,7 @@ class ReferenceForward:
     frozen: bool
     call_stack: tuple[Anchor, ...] = ()
     weak_name: bool = False  # the reference role rests on a weak word of its name (`base_model`)
+    handed_in: bool = True  # the network reaches the forward's function through its parameters
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,9 @@ class ReferenceForwardWithGradients:
         its call stack replaced, is reported there), else the forward itself."""
         if not (fact.taped and fact.tracking and not fact.frozen):
             return
+        if (fact.call_stack and not fact.handed_in and fact.anchor.node_id in ctx.direct_forwards
+                and fact.anchor.path == ctx.entry.display):
+            return  # a forward of a network its function reads itself is reported there, not at each call
         anchor = innermost_call_site(fact.anchor, fact.call_stack, ctx.entry.display)
         fix = no_grad_fix(anchor, ctx)
         if fix.applicability == "safe" and fact.weak_name:

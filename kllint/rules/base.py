@@ -31,6 +31,7 @@ class RuleContext:
     losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
     line_length: int = 88  # the longest line a fix writes (`line-length`)
     choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
+    direct_forwards: set = field(default_factory=set)  # node ids of reference forwards seen with no call stack
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 

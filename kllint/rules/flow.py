@@ -7,12 +7,13 @@ from typing import Iterable
 
 from kllint.analysis import terms as tm
 
-from kllint.analysis.facts import BranchChoice, LossFact, RewardFact
+from kllint.analysis.facts import BranchChoice, LossFact, ReferenceForward, RewardFact
 from kllint.rules.base import RuleContext, occurrences
 
 
 def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
-    """Fill `ctx.losses`, `ctx.differentiated`, `ctx.named_rewards` and `ctx.choices` from the facts."""
+    """Fill `ctx.losses`, `ctx.differentiated`, `ctx.named_rewards`, `ctx.choices` and
+    `ctx.direct_forwards` from the facts."""
     algebra = ctx.algebra
     seen: set[tm.Term] = set()
     for fact in facts:
@@ -24,6 +25,9 @@ def prepare(ctx: RuleContext, facts: Iterable[object]) -> None:
             ctx.losses.append((fact, wrapped))
         elif isinstance(fact, BranchChoice):
             ctx.choices.append(fact)
+        elif isinstance(fact, ReferenceForward) and not fact.call_stack and fact.taped and fact.tracking \
+                and not fact.frozen:
+            ctx.direct_forwards.add(fact.anchor.node_id)
     for fact in facts:
         if isinstance(fact, RewardFact):
             for symbol in reward_symbols(fact, ctx):
