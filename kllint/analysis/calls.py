@@ -14,6 +14,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
+from kllint.analysis.definitions import parameter_names
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.module import dotted_name
@@ -172,9 +173,7 @@ def _handed_in(name: str, root: cst.CSTNode | None) -> bool:
     if not isinstance(root, cst.FunctionDef) or not name:
         return True
     head = name.split(".")[0]
-    params = root.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    return head in names and head not in ("self", "cls")
+    return head in parameter_names(root) and head not in ("self", "cls")
 
 
 def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:

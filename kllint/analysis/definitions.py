@@ -207,3 +207,11 @@ def class_methods(cls: cst.ClassDef | LazyClass) -> list[cst.FunctionDef]:
     if isinstance(cls, LazyClass):
         return [m for m in (cls.method(n) for n in cls.method_names) if m is not None]
     return [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+
+
+def parameter_names(fdef: cst.FunctionDef | cst.Lambda, keyword_only: bool = True) -> list[str]:
+    """The names of a definition's parameters in order: positional ones, then (with
+    `keyword_only`) keyword-only ones; `*args` and `**kwargs` are not among them."""
+    params = fdef.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params)]
+    return names + [p.name.value for p in params.kwonly_params] if keyword_only else names

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from kllint.analysis.definitions import parameter_names
 from kllint.analysis.roles import sink_kind
 from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, identity_key, alternatives, join
 
@@ -121,8 +122,7 @@ def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[V
     (conventionally stored under their own names), else by the annotated fields of the class
     body in order (a dataclass or named tuple)."""
     if init is not None:
-        params = [p.name.value for p in list(init.params.posonly_params) + list(init.params.params)][1:]
-        params += [p.name.value for p in init.params.kwonly_params]
+        params = parameter_names(init)[1:]
     else:
         params = class_field_names(cls.node)
     pairs = list(zip(params, args))

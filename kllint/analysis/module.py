@@ -29,6 +29,11 @@ from kllint.pipeline.source import code_digest, source_lines
 _EMPTY_MODULE = cst.Module(body=[])
 
 
+def code_of(node: cst.CSTNode) -> str:
+    """The code libcst generates for a node outside any module (no positions needed)."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
 def dotted_name(node: cst.BaseExpression | None) -> str | None:
     """`a.b.c` for Name/Attribute chains, else None."""
     parts: list[str] = []

@@ -9,13 +9,12 @@ import libcst as cst
 
 from kllint.analysis import roles as name_roles
 from kllint.analysis.facts import KLTerm
-from kllint.analysis.module import ModuleInfo
+from kllint.analysis.module import ModuleInfo, code_of
 from kllint.diagnostics import Estimate, Span
 
 if TYPE_CHECKING:
     from kllint.rules.base import RuleContext
 
-_EMPTY = cst.Module(body=[])
 ROLE_NAMES = {"logp": "policy", "logp_detached": "policy_detached", "ref": "reference", "old": "old"}
 
 
@@ -183,7 +182,7 @@ def _expression_source(node: cst.CSTNode, module: ModuleInfo) -> str:
     """The estimate's expression as written; an augmented assignment `kl -= log_ratio` (the
     anchor of an estimate it completes) as the expression it assigns, `kl - log_ratio`."""
     if isinstance(node, cst.AugAssign):
-        operator = _EMPTY.code_for_node(node.operator).strip()[:-1]
+        operator = code_of(node.operator).strip()[:-1]
         target = module.source(node.target).strip()
         return f"{target} {operator} {atom(module.source(node.value).strip())}"
     return module.source(node).strip()

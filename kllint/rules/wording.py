@@ -13,6 +13,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis.autograd import Framework, framework_of
+from kllint.analysis.module import code_of
 from kllint.analysis.values import Anchor, Condition
 
 ESTIMATOR_WORDS = {
@@ -250,14 +251,12 @@ def branch_taken_when(test: str, holds: bool) -> str:
         return f"not `{test}`"
     if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
         target = node.comparisons[0]
-        operator = _EMPTY.code_for_node(target.operator).strip()
+        operator = code_of(target.operator).strip()
         inverse = _INVERSES.get(" ".join(operator.split()))
         if inverse is not None:
-            left, right = _EMPTY.code_for_node(node.left), _EMPTY.code_for_node(target.comparator)
+            left, right = code_of(node.left), code_of(target.comparator)
             return f"`{left} {inverse} {right}`"
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-        return f"`{_EMPTY.code_for_node(node.expression)}`"
+        return f"`{code_of(node.expression)}`"
     return f"not `{test}`"
 
-
-_EMPTY = cst.Module(body=[])

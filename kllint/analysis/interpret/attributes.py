@@ -132,14 +132,21 @@ class Attributes:
             return None
         return self.fields.read(attr)
 
+    def base_values(self, cls: ClassRef) -> list[Value]:
+        """The class's bases as the module defining it resolves them (a project class is a
+        `ClassRef`, a library class a `ModuleRef` of its qualified name)."""
+        return [self.eval(base.value, Frame(cls.module, {}, emit=False)) for base in cls.node.bases]
+
+    def project_bases(self, cls: ClassRef) -> list[ClassRef]:
+        """The class's bases defined in the project, in order."""
+        return [base for base in self.base_values(cls) if isinstance(base, ClassRef)]
+
     def super_method(self, sup: "Super", name: str) -> Value:
         """`super().name`: the method of a base class of the defining class, bound to the instance."""
-        for base in sup.cls.node.bases:
-            base_value = self.eval(base.value, Frame(sup.cls.module, {}))
-            if isinstance(base_value, ClassRef):
-                found = self.find_method(base_value, name)
-                if found is not None:
-                    return replace(found, bound_self=sup.instance) if isinstance(found.bound_self, Instance) else found
+        for base in self.project_bases(sup.cls):
+            found = self.find_method(base, name)
+            if found is not None:
+                return replace(found, bound_self=sup.instance) if isinstance(found.bound_self, Instance) else found
         return Unknown(name)
 
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
@@ -150,23 +157,20 @@ class Attributes:
             return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
         if seen > 4:
             return None
-        for base in cls.node.bases:
-            base_value = self.eval(base.value, Frame(cls.module, {}))
-            if isinstance(base_value, ClassRef):
-                found = self.find_method(base_value, name, seen + 1)
-                if found is not None:
-                    return found
+        for base in self.project_bases(cls):
+            found = self.find_method(base, name, seen + 1)
+            if found is not None:
+                return found
         return None
 
     def derives_from(self, cls: ClassRef, qualnames: frozenset[str], seen: int = 0) -> bool:
         """Whether the class has, among its bases resolved through the imports of the modules
         that define them (project classes followed up to five levels), a library class of
         `qualnames`."""
-        for base in cls.node.bases:
-            base_value = self.eval(base.value, Frame(cls.module, {}))
-            if isinstance(base_value, ModuleRef) and base_value.qualname in qualnames:
+        for base in self.base_values(cls):
+            if isinstance(base, ModuleRef) and base.qualname in qualnames:
                 return True
-            if isinstance(base_value, ClassRef) and seen < 4 and self.derives_from(base_value, qualnames, seen + 1):
+            if isinstance(base, ClassRef) and seen < 4 and self.derives_from(base, qualnames, seen + 1):
                 return True
         return False
 

@@ -9,7 +9,7 @@ import libcst as cst
 from kllint.analysis import terms as tm
 
 from kllint.analysis.interpret.frames import Frame
-from kllint.analysis.definitions import LazyClass, class_methods
+from kllint.analysis.definitions import LazyClass, class_methods, parameter_names
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
@@ -19,6 +19,8 @@ from kllint.analysis.values import (
 
 class Names:
     """Resolves names, module globals, instance attributes and imports (a mixin of the interpreter)."""
+
+    _open_aliases: set[int]  # set up by the interpreter
 
     def eval_Name(self, node: cst.Name, frame: Frame) -> Value:
         name = node.value
@@ -63,14 +65,13 @@ class Names:
         if not (isinstance(constant, cst.Attribute) and isinstance(constant.value, cst.Name)
                 and (constant.value.value in module.classes or constant.value.value in module.imports)):
             return None
-        open_aliases = self.__dict__.setdefault("_open_aliases", set())
-        if id(constant) in open_aliases:
+        if id(constant) in self._open_aliases:
             return None  # aliases that lead back to themselves through other modules
-        open_aliases.add(id(constant))
+        self._open_aliases.add(id(constant))
         try:
             value = self.eval(constant, Frame(module, {}, emit=False))
         finally:
-            open_aliases.discard(id(constant))
+            self._open_aliases.discard(id(constant))
         options = alternatives(value)
         return value if options and all(isinstance(o, (FunctionRef, Partial)) for o in options) else None
 
@@ -100,12 +101,10 @@ class Names:
             if found is None:
                 found = self._configuration_passed_up(cls, attr)
             if found is None and seen < 4:
-                for base in cls.node.bases:
-                    base_value = self.eval(base.value, Frame(cls.module, {}, emit=False))
-                    if isinstance(base_value, ClassRef):
-                        found = self.instance_attribute(base_value, attr, seen + 1)
-                        if found is not None:
-                            break
+                for base in self.project_bases(cls):
+                    found = self.instance_attribute(base, attr, seen + 1)
+                    if found is not None:
+                        break
             self._instance_attributes[key] = found
         return self._instance_attributes[key]
 
@@ -114,28 +113,20 @@ class Names:
         methods = ([node.method(name) for name in node.assigns_attribute(attr)] if isinstance(node, LazyClass)
                    else class_methods(node))
         for stmt in methods:
-            if stmt is None or not isinstance(stmt.body, cst.IndentedBlock):
-                continue
-            for line in stmt.body.body:
-                if not isinstance(line, cst.SimpleStatementLine):
-                    continue
-                for small in line.body:
-                    if not (isinstance(small, cst.Assign)
-                            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
-                        continue
-                    if isinstance(small.value, cst.Call):
-                        if self._library_constructor(small.value, cls.module):
-                            return self.eval(small.value, Frame(cls.module, {}, emit=False))
-                        made = self._project_constructor(small.value, cls.module)
-                        if made is not None:
-                            return made
-                    chosen = self._chosen_function(small.value, cls.module)
-                    if chosen is not None:
-                        return chosen
-                    if isinstance(small.value, cst.Name):
-                        configured = self.annotated_configuration(stmt, small.value.value, cls.module)
-                        if configured is not None:
-                            return configured
+            for value in _stored_on_self(stmt, attr):
+                if isinstance(value, cst.Call):
+                    if self._library_constructor(value, cls.module):
+                        return self.eval(value, Frame(cls.module, {}, emit=False))
+                    made = self._project_constructor(value, cls.module)
+                    if made is not None:
+                        return made
+                chosen = self._chosen_function(value, cls.module)
+                if chosen is not None:
+                    return chosen
+                if isinstance(value, cst.Name):
+                    configured = self.annotated_configuration(stmt, value.value, cls.module)
+                    if configured is not None:
+                        return configured
         return None
 
     def _configuration_passed_up(self, cls: ClassRef, attr: str) -> ConfigValue | None:
@@ -150,11 +141,10 @@ class Names:
             call = _super_init_call(line)
             if call is None:
                 continue
-            for base in cls.node.bases:
-                base_value = self.eval(base.value, Frame(cls.module, {}, emit=False))
-                if not isinstance(base_value, ClassRef) or not isinstance(base_value.node, LazyClass):
+            for base in self.project_bases(cls):
+                if not isinstance(base.node, LazyClass):
                     continue
-                base_init = base_value.node.method("__init__")
+                base_init = base.node.method("__init__")
                 stored = _stored_parameter(base_init, attr) if base_init is not None else None
                 passed = _argument_for(call, base_init, stored) if stored is not None else None
                 if isinstance(passed, cst.Name):
@@ -264,20 +254,20 @@ def _super_init_call(line: cst.CSTNode) -> cst.Call | None:
     return None
 
 
+def _stored_on_self(method: cst.FunctionDef | None, attr: str) -> list[cst.BaseExpression]:
+    """The values a method's own statements store as `self.attr = value`, in order."""
+    if method is None or not isinstance(method.body, cst.IndentedBlock):
+        return []
+    return [small.value for line in method.body.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.Assign)
+            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)]
+
+
 def _stored_parameter(init: cst.FunctionDef, attr: str) -> str | None:
     """The parameter of a constructor it stores as `self.attr = parameter`, if any."""
-    names = {param.name.value for param in (*init.params.posonly_params, *init.params.params,
-                                            *init.params.kwonly_params)}
-    if not isinstance(init.body, cst.IndentedBlock):
-        return None
-    for line in init.body.body:
-        if not isinstance(line, cst.SimpleStatementLine):
-            continue
-        for small in line.body:
-            if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value in names
-                    and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)):
-                return small.value.value
-    return None
+    names = set(parameter_names(init))
+    return next((value.value for value in _stored_on_self(init, attr)
+                 if isinstance(value, cst.Name) and value.value in names), None)
 
 
 def _argument_for(call: cst.Call, init: cst.FunctionDef, parameter: str) -> cst.BaseExpression | None:
@@ -285,7 +275,7 @@ def _argument_for(call: cst.Call, init: cst.FunctionDef, parameter: str) -> cst.
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == parameter:
             return arg.value
-    positional = [param.name.value for param in (*init.params.posonly_params, *init.params.params)][1:]
+    positional = parameter_names(init, keyword_only=False)[1:]
     index = positional.index(parameter) if parameter in positional else -1
     args = [arg for arg in call.args if arg.keyword is None]
     if 0 <= index < len(args) and not any(arg.star for arg in args[:index + 1]):

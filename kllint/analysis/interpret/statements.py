@@ -335,8 +335,6 @@ class Statements:
             call = item.item
             func = call.func if isinstance(call, cst.Call) else call
             qual = self.qualify(dotted_name(func) or "", frame.module)
-            if disables_adapters(call) or self._adapter_off_context(func, frame):
-                adapters_off = True
             if qual in fw.NO_GRAD_CONTEXTS:
                 no_grad = True
             elif qual == "torch.enable_grad":
@@ -346,6 +344,8 @@ class Statements:
                 if isinstance(flag, Literal):
                     no_grad = not flag.value
             else:
+                if disables_adapters(call) or self._adapter_off_context(func, frame):
+                    adapters_off = True
                 value = self.eval(call, frame)
                 if item.asname is not None:
                     self.assign(item.asname.name, value, frame, node)
