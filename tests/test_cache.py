@@ -486,3 +486,22 @@ def test_an_absent_module_with_a_non_ascii_name_is_looked_up_whatever_the_listin
                         lambda folder: [unicodedata.normalize("NFD", name) for name in listdir(folder)])
     after, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+
+
+def test_an_absent_candidate_in_folders_that_did_not_exist_invalidates_once_they_are_created(project):
+    # the folders of absent candidates that are not there are told from the listing of the folder
+    # above (`pkg/sub` missing from `pkg`'s listing: `pkg/sub/deep` is missing too); once created
+    # with the module in them, the recorded absence no longer holds
+    (project / "pkg" / "train.py").write_text(TRAIN.replace("from pkg.kl import", "from pkg.sub.deep.kl import"))
+    directory = project / CACHE_DIR_NAME
+    check(["pkg/train.py"], directory)
+    _, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1
+    entry = next(e for e in map(read_entry, (directory / "v3").glob("*/*.json")) if e["deps"])
+    assert str(project / "pkg" / "sub" / "deep" / "kl.py") in entry["deps"]
+    (project / "pkg" / "sub" / "deep").mkdir(parents=True)
+    for folder in ("sub", "sub/deep"):
+        (project / "pkg" / folder / "__init__.py").write_text("")
+    (project / "pkg" / "sub" / "deep" / "kl.py").write_text(K1_HELPER)
+    after, cache = check(["pkg/train.py"], directory)
+    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}

@@ -74,16 +74,43 @@ def _may_exist(name: str, seen: dict[str, Any]) -> bool:
     folder, base = os.path.split(name)
     if not base.isascii():
         return True
-    key = "listing:" + folder
-    if key not in seen:
-        try:
-            seen[key] = frozenset(entry.casefold() for entry in os.listdir(folder or "."))
-        except (FileNotFoundError, NotADirectoryError):  # no such folder: nothing in it
-            seen[key] = frozenset()
-        except OSError:  # unlistable (no read permission) yet its files may be readable
-            seen[key] = None
-    listing = seen[key]
+    listings = seen.get(_LISTINGS)
+    if listings is None:
+        listings = seen[_LISTINGS] = {}
+    listing = listings.get(folder, _UNKNOWN)
+    if listing is _UNKNOWN:
+        listing = _listing(folder, listings)
     return listing is None or base.casefold() in listing
+
+
+_LISTINGS = "\0listings"  # no path holds a NUL: the key of the folder listings in the memo of `dependencies_unchanged`
+_UNKNOWN = object()
+_NOTHING: frozenset[str] = frozenset()
+
+
+def _listing(folder: str, listings: dict[str, frozenset[str] | None]) -> frozenset[str] | None:
+    """The case-folded names in `folder` (`listings` memoises them over a run): empty when it does
+    not exist, None when it cannot be listed (no read permission, yet its files may be readable).
+    A folder whose name is missing from the listing of the folder above it does not exist: the
+    candidates of an import probe many folders that were never there, and the listing of the
+    folder above (memoised, up to one that exists) answers for them without a failed `listdir`.
+    A name that is not ASCII, `.` or `..` is listed itself (see `_may_exist`)."""
+    parent, base = os.path.split(folder)
+    if base and base.isascii() and base not in (".", "..") and parent != folder:
+        above = listings.get(parent, _UNKNOWN)
+        if above is _UNKNOWN:
+            above = _listing(parent, listings)
+        if above is not None and base.casefold() not in above:
+            listings[folder] = _NOTHING
+            return _NOTHING
+    try:
+        listing: frozenset[str] | None = frozenset(entry.casefold() for entry in os.listdir(folder or "."))
+    except (FileNotFoundError, NotADirectoryError):  # no such folder: nothing in it
+        listing = _NOTHING
+    except OSError:  # unlistable (no read permission) yet its files may be readable
+        listing = None
+    listings[folder] = listing
+    return listing
 
 
 def _real_path_memoised(name: str, seen: dict[str, Any]) -> str | None:
