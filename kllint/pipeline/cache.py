@@ -143,7 +143,8 @@ class ResultCache:
         self._settings: dict[int, tuple[Settings, str]] = {}
         self._run_digests: dict[str, Any] = {}  # dependency digests, memoised over this run
         self._packages: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # folder -> its package, this run
-        self._real_folders: set[Path] = set()  # entry folders checked not to be symbolic links, this run
+        self._real_folders: set[str] = set()  # entry folders checked not to be symbolic links, this run
+        self._entries_prefix = os.path.join(os.fspath(self.entries), "")  # with one trailing separator
         self._manifest: Manifest | None = None
 
     @classmethod
@@ -170,12 +171,13 @@ class ResultCache:
             self._settings[id(settings)] = known
         return known[1]
 
-    def _entry_path(self, item: Discovered, settings: Settings) -> Path:
+    def _entry_path(self, item: Discovered, settings: Settings) -> tuple[str, str]:
+        """The entry's (folder, file name); strings, as this runs for every file of a warm run."""
         # NUL can be in no path nor display: the joined identity is unambiguous
         identity = "\0".join((os.path.abspath(item.path), item.display, self._settings_digest(settings)))
         # surrogateescape: a file name that is not UTF-8 reaches Python with lone surrogates
         key = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
-        return self.entries / key[:2] / f"{key}.json"
+        return self._entries_prefix + key[:2], key + ".json"
 
     @property
     def manifest(self) -> Manifest:
@@ -189,13 +191,13 @@ class ResultCache:
         if not self.enabled:
             return None
         try:
-            path = self._entry_path(item, settings)
+            folder, name = self._entry_path(item, settings)
             manifest = self.manifest
             digest = manifest.digest(item.path)
-            if manifest.skipped_result(path.name, digest):  # let go by the prefilter: nothing to load
+            if manifest.skipped_result(name, digest):  # let go by the prefilter: nothing to load
                 self.hits += 1
                 return Outcome([], [], digest=digest, deps={})
-            entry = _load_entry(path, self._real_folders)
+            entry = _load_entry(os.path.join(folder, name), self._real_folders)
             valid = (digest is not None and isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == package_of(item.path, self._packages)
                      and isinstance(entry.get("deps"), dict)
@@ -241,13 +243,13 @@ class ResultCache:
                 "gave_up": list(outcome.gave_up),
                 "suppressible": outcome.suppressible,
             }
-            target = self._entry_path(item, settings)
-            _real_folder(self.entries, target.parent, create=True)
+            folder, name = self._entry_path(item, settings)
+            _real_folder(self.entries, folder, create=True)
             body = json.dumps(entry, separators=(",", ":")).encode()
-            _write_atomic(target, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+            _write_atomic(os.path.join(folder, name), hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
             self.manifest.remember(item.path, outcome.digest, outcome.signature)
             if outcome.skipped:  # nothing found, nothing followed: its bytes alone decide it
-                self.manifest.remember_skipped(target.name, outcome.digest)
+                self.manifest.remember_skipped(name, outcome.digest)
         except (OSError, TypeError, ValueError):
             return
 
@@ -257,7 +259,7 @@ class ResultCache:
             self._manifest.save()
 
 
-def _real_folder(*levels: Path, create: bool = False) -> None:
+def _real_folder(*levels: str | Path, create: bool = False) -> None:
     """Check that each of `levels` (folders inside the cache, outermost first) is a folder, not
     a symbolic link; create the missing ones if asked.
 
@@ -276,7 +278,7 @@ def _real_folder(*levels: Path, create: bool = False) -> None:
             raise OSError(f"{level}: not a folder (a symbolic link in the cache is never followed)")
 
 
-def _load_entry(path: Path, checked: set[Path] | None = None) -> Any:
+def _load_entry(path: str | Path, checked: set[str] | None = None) -> Any:
     """The JSON of a cache entry whose first line is the sha256 of the rest. `checked`: the
     entry folders already found to be real folders in this run (each is looked at once).
 
@@ -284,9 +286,9 @@ def _load_entry(path: Path, checked: set[Path] | None = None) -> Any:
         OSError: missing, not a regular file (a symbolic link, a FIFO, a device) or too large.
         ValueError: the digest does not match or the JSON is invalid.
     """
-    folder = path.parent
+    folder = os.path.dirname(path)
     if checked is None or folder not in checked:
-        _real_folder(folder.parent, folder)
+        _real_folder(os.path.dirname(folder), folder)
         if checked is not None:
             checked.add(folder)
     data = read_regular(path, MAX_ENTRY_BYTES, follow_symlinks=False)
@@ -296,7 +298,7 @@ def _load_entry(path: Path, checked: set[Path] | None = None) -> Any:
     return json.loads(body)
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
+def _write_atomic(target: str | Path, data: bytes) -> None:
     with replacing(target, sync=False) as handle:  # an entry lost in a crash is a miss, not an error
         handle.write(data)
 
