@@ -157,3 +157,27 @@ def test_an_ignore_line_above_a_wrapped_statement_covers_it():
     text = "# kllint: ignore[KL102]\nkl = (\n    exp(d) - d - 1\n)\nafter = exp(d) - d - 1\n"
     assert _hidden(text, 3)
     assert not _hidden(text, 5)
+
+
+def test_may_name_kllint_agrees_with_the_case_blind_search():
+    # may_name_kllint tries the case-blind pattern only where the lower-cased text reads noqa,
+    # kllint or kllınt: that holds while every character re takes for one of these letters lowers
+    # to it (but for ı, and İ, which lowers to two characters)
+    import re
+    import sys
+
+    from kllint.pipeline import suppressions
+
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    for letter in "noqaklit":
+        for char in re.findall(letter, every, re.IGNORECASE):
+            assert char.lower() == letter or char in "\u0130\u0131", (letter, char)
+
+    def searched(text: str) -> bool:
+        return suppressions.names_a_suppression(text) and suppressions._MAY_NAME_KLLINT.search(text) is not None
+
+    texts = ["x = 1  # noqa: E501\n", "x = 1  # NOQA: e501, kl102\n", "# noqa\n:  KL1\n", "# nOqA : E1 \u212aL2\n",
+             "# noqa: E501\n# kll\u0131nt: ignore[KL1]\n", "# noqa: E501\n# kll\u0130nt: ignore[KL1]\n",
+             "# \u0130 kllint: file-ignore[KL2]\n", "# \u0130 noqa: E501\n", "kllint\n# kLLint  :", "kllin t:", ""]
+    for text in texts:
+        assert suppressions.may_name_kllint(text) == searched(text), text

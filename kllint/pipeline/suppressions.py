@@ -41,14 +41,38 @@ def _matches(code: str, selectors: set[str]) -> bool:
 def names_a_suppression(text: str) -> bool:
     """Whether `text` names `noqa` or `kllint` in any case: without either it holds no
     suppression of any kind (blanket or not), so its findings need no suppression pass."""
+    if "noqa" in text or "kllint" in text:  # as usually written: no need to lower the text
+        return True
     lowered = text.lower()  # two substring searches are far faster than a case-blind regex
     return "noqa" in lowered or "kllint" in lowered
 
 
+# where a match of _MAY_NAME_KLLINT can start, in the lower-cased text: re's case-blind matching
+# takes the dotless ı for an i (and İ, which lowers to two characters: see may_name_kllint)
+_STARTS = ("noqa", "kllint", "kll\u0131nt")
+
+
 def may_name_kllint(text: str) -> bool:
     """Whether `text` may hold a suppression of a kllint code (a `# noqa:` naming a KL code or
-    a `# kllint:` directive); False is certain, True needs the tokenizer."""
-    return names_a_suppression(text) and _MAY_NAME_KLLINT.search(text) is not None
+    a `# kllint:` directive); False is certain, True needs the tokenizer.
+
+    The case-blind pattern is tried only where the lower-cased text reads one of `_STARTS`
+    (searching the whole text with it goes a character at a time): every character that
+    re's case-blind matching takes for a letter of `noqa` or `kllint` lowers to that letter,
+    but for ı and İ. İ lowers to two characters, so where lowering changes the length (the
+    places differ) the whole text is searched."""
+    lowered = text.lower()
+    if "noqa" not in lowered and "kllint" not in lowered:
+        return False
+    if len(lowered) != len(text):
+        return _MAY_NAME_KLLINT.search(text) is not None
+    for word in _STARTS:
+        start = lowered.find(word)
+        while start >= 0:
+            if _MAY_NAME_KLLINT.match(text, start):
+                return True
+            start = lowered.find(word, start + 1)
+    return False
 
 
 def comments(text: str) -> list[tuple[int, int, str, bool]]:
