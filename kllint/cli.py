@@ -1,16 +1,15 @@
 """Command-line interface (click). Commands only; the logic lives in session, api, pipeline and report."""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from typing import NoReturn
 
 import click
-from rich.console import Console
 
 from kllint import __version__
 from kllint.config import OUTPUT_FORMATS
+from kllint.console import stderr_console
 from kllint.exit import fast_exit
 from kllint.report.visible import visible
 from kllint.rules.registry import BY_CODE, RULES, rule_page
@@ -18,14 +17,10 @@ from kllint.rules.registry import BY_CODE, RULES, rule_page
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _stderr() -> Console:
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
-
-
 def _fail(message: str) -> NoReturn:
     try:
-        _stderr().print(visible(f"kllint: error: {message}", newlines=True), markup=False, highlight=False,
-                        soft_wrap=True)
+        stderr_console().print(visible(f"kllint: error: {message}", newlines=True), markup=False,
+                               highlight=False, soft_wrap=True)
     except (OSError, ValueError, AttributeError):  # stderr closed
         pass
     sys.exit(EXIT_ERROR)
@@ -136,7 +131,7 @@ def clean(paths: tuple[str, ...], cache_dir: str | None) -> None:
     except UsageError as exc:
         _fail(str(exc))
     for line in lines:
-        _stderr().print(line, markup=False, highlight=False, soft_wrap=True)
+        stderr_console().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command()

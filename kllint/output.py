@@ -8,8 +8,6 @@ import os
 from dataclasses import dataclass
 from typing import TextIO
 
-from rich.console import Console
-
 from kllint.diagnostics import Diagnostic
 
 
@@ -45,6 +43,8 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: OutputContext) -> s
         from kllint.report import github
 
         return github.render(diagnostics)
+    from rich.console import Console  # only the text formats need rich
+
     from kllint.report import text
 
     buffer = io.StringIO()
@@ -56,6 +56,8 @@ def render(fmt: str, diagnostics: list[Diagnostic], context: OutputContext) -> s
 def write_stdout(fmt: str, diagnostics: list[Diagnostic], context: OutputContext, stdout: TextIO) -> None:
     """Write the findings to `stdout`: rich's full output on a terminal, else `render`."""
     if fmt == "full" and stdout.isatty():
+        from rich.console import Console
+
         from kllint.report import text
         from kllint.report.paths import printable
 

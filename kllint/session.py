@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TextIO
 
-from rich.console import Console
-
 from kllint.config import OUTPUT_FORMATS, CliOverrides, ConfigError, SettingsResolver
+from kllint.console import LazyStderr
 from kllint.diagnostics import Diagnostic
 from kllint.pipeline.discovery import Discovered, MissingPathError, discover
 from kllint.pipeline.run import RunResult, run
 from kllint.output import OutputContext as _Context, render, write_stdout as _write_stdout  # noqa: F401 - API
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kllint.pipeline.cache import ResultCache
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -88,11 +89,6 @@ def parse_report(value: str) -> tuple[str, Path]:
     if fmt not in OUTPUT_FORMATS:
         raise UsageError(f"--report: unknown format {fmt!r} (choose from {', '.join(OUTPUT_FORMATS)})")
     return fmt, Path(path)
-
-
-def stderr_console() -> Console:
-    """The console for summaries and progress (stderr; no colour with NO_COLOR)."""
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
 
 
 def _validate(options: CheckOptions) -> list[tuple[str, Path]]:
@@ -175,7 +171,7 @@ def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+                  console=err.get() if isinstance(err, LazyStderr) else err, transient=True) as bar:
         task = bar.add_task("check", total=len(files))
         return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache)
 
@@ -210,12 +206,12 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
         stdout = stdout or sys.stdout
         if stdout is None or getattr(stdout, "closed", False):
             raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
-        return _run_check(options, stdout, err or stderr_console(), is_terminal)
+        return _run_check(options, stdout, err or LazyStderr(), is_terminal)  # type: ignore[arg-type]
     from kllint.outfiles import OutputFileError, open_output
 
     try:  # as the reports and the baseline: a missing folder is created, the file replaced atomically
         with open_output(options.output_file, "--output-file") as handle:
-            return _run_check(options, handle, err or stderr_console(), is_terminal)
+            return _run_check(options, handle, err or LazyStderr(), is_terminal)  # type: ignore[arg-type]
     except OutputFileError as exc:
         raise UsageError(str(exc)) from None
 
