@@ -11,7 +11,6 @@ from kllint.analysis.index import IndexPerRoot, forget_package_roots
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.memory import analysis_thresholds
-from kllint.pipeline import parallel
 from kllint.pipeline.cache import cacheable
 from kllint.pipeline.discovery import Discovered
 from kllint.pipeline.file import analyse_file
@@ -78,9 +77,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             if progress is not None:
                 progress(item)
     track = cache is not None
-    if (prefilter and jobs > 1 and len(pending) > parallel.THRESHOLD and parallel.usable()
-            and parallel.worth_it([files[p] for p in pending])):
-        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+    pool = None
+    if prefilter and jobs > 1 and pending:  # the pool (multiprocessing) is imported only when it may serve
+        from kllint.pipeline import parallel as pool
+        if not (len(pending) > pool.THRESHOLD and pool.usable() and pool.worth_it([files[p] for p in pending])):
+            pool = None
+    if pool is not None:
+        pool.analyse([pool.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
         indexes = IndexPerRoot()
         with analysis_thresholds():
