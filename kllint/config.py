@@ -5,6 +5,7 @@ The closest configuration file to a checked file wins, as in Ruff.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -345,7 +346,7 @@ class SettingsResolver:
         self.overrides = overrides or CliOverrides()
         self.overrides.validate()
         self.isolated = isolated
-        self._by_folder: dict[Path, Settings] = {}
+        self._by_folder: dict[str, Settings] = {}  # by the folder's name: a cheap lookup per file
         self._config_of: dict[Path, Path | None] = {}  # resolved folder -> its closest configuration
         self._by_file: dict[Path | None, Settings] = {}
         self._fixed: Settings | None = None
@@ -370,11 +371,12 @@ class SettingsResolver:
         """
         if self._fixed is not None:
             return self._fixed
-        path = Path(path)
-        known = self._by_folder.get(path)  # a folder asked before: no need to look at it again
-        if known is not None:
-            return known
-        return self.for_folder(path if path.is_dir() else path.parent)
+        path = path if isinstance(path, Path) else Path(path)
+        known = self._by_folder.get(os.fspath(path))  # a folder asked before: no need to look at it again
+        if known is None and not path.is_dir():
+            known = self._by_folder.get(os.path.dirname(path) or ".")  # the folder of a file, asked before
+            path = path.parent
+        return known if known is not None else self.for_folder(path)
 
     def for_folder(self, folder: Path, real_folder: Path | None = None) -> Settings:
         """The settings that apply to the files of `folder`; `real_folder`, its resolved path
@@ -386,11 +388,10 @@ class SettingsResolver:
         """
         if self._fixed is not None:
             return self._fixed
-        known = self._by_folder.get(folder)
-        if known is None:
-            # resolved once per folder: a costly call
+        known = self._by_folder.get(os.fspath(folder))
+        if known is None:  # resolved once per folder: a costly call
             found = find_config(real_folder or folder.resolve(), self._config_of)
-            known = self._by_folder[folder] = self._for_config(found.resolve() if found else None)
+            known = self._by_folder[os.fspath(folder)] = self._for_config(found.resolve() if found else None)
         return known
 
     def used(self) -> list[Settings]:

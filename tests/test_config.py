@@ -99,6 +99,19 @@ def test_resolver_closest_config_wins(nested):
     assert len(resolver.used()) == 2
 
 
+def test_resolver_answers_files_from_their_folder_as_named(nested, monkeypatch):
+    # for_path answers a file from the settings of its folder asked before (by name, as discovery
+    # walks it), relative names included; a folder named like a module file is still a folder
+    monkeypatch.chdir(nested / "sub")
+    resolver = SettingsResolver()
+    write(nested / "sub" / "pkg.py" / "m.py", "")
+    assert resolver.for_folder(Path("deep")).ignore == ("KL1",)
+    assert resolver.for_path(Path("deep") / "m.py") is resolver.for_folder(Path("deep"))
+    assert resolver.for_path("m.py") is resolver.for_path(nested / "sub" / "deep" / "m.py")
+    assert resolver.for_path(Path("pkg.py")) is resolver.for_path(Path("pkg.py") / "m.py")
+    assert resolver.for_path("../m.py").ignore == ("KL5",) and resolver.for_path("..").ignore == ("KL5",)
+
+
 def test_resolver_overrides_and_options(nested):
     over = SettingsResolver(CliOverrides(select=("KL1", "KL5"), ignore=("KL101",)))
     assert over.for_path(nested / "m.py").active_codes == frozenset({"KL102", "KL103", "KL104", "KL105"})
