@@ -256,7 +256,7 @@ def find_config(start: Path, known: dict[Path, Path | None] | None = None) -> Pa
     `known` memoises the answer per folder (the folders of one checkout share their parents).
     """
     known = {} if known is None else known
-    folder = start if start in known or start.is_dir() else start.parent
+    folder = start  # a file holds no configuration file: the search goes on from its folder
     walked: list[Path] = []
     found: Path | None = None
     while True:  # from the folder upwards, each parent made only when the one below has none

@@ -219,6 +219,18 @@ def test_gitignore_respected_unless_disabled(tmp_path, monkeypatch, fake_analysi
     assert run_cli(["check", "."]).exit_code == 1
 
 
+def test_a_gitignore_is_read_through_a_symbolic_link_and_not_from_a_folder(tmp_path):
+    # discovery reads `.gitignore` only when the folder's listing names it among its files
+    write(tmp_path / "shared.ignore", "skipped.py\n")
+    for folder in ("linked", "folder"):
+        write(tmp_path / folder / "skipped.py", "")
+        write(tmp_path / folder / "kept.py", "")
+    (tmp_path / "linked" / ".gitignore").symlink_to(tmp_path / "shared.ignore")
+    write(tmp_path / "folder" / ".gitignore" / "skipped.py", "")
+    found = sorted(d.path.relative_to(tmp_path).as_posix() for d in discover([str(tmp_path)], Settings()))
+    assert found == ["folder/.gitignore/skipped.py", "folder/kept.py", "folder/skipped.py", "linked/kept.py"]
+
+
 def test_settings_for_path_is_identity():
     settings = Settings()
     assert settings.for_path(Path("anything.py")) is settings

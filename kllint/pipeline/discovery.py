@@ -190,7 +190,8 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                 here_rel = None
             if local.respect_gitignore:
                 ignores = [(base, s) for base, s in ignores if base == here or base in here.parents]
-                own_ignore = _gitignore_spec(here)
+                # os.walk lists a regular .gitignore among the files: no `stat` for the others
+                own_ignore = _gitignore_spec(here) if ".gitignore" in filenames else None
                 if own_ignore is not None:
                     ignores.append((here, own_ignore))
             else:
