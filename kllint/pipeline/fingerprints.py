@@ -144,14 +144,25 @@ def dependencies_unchanged(deps: dict[str, Any], seen: dict[Any, Any] | None = N
     over one run, in which files do not change (many files share helpers, recorded alike).
     `digest_of` gives a file's sha256 (default `file_digest`; the cache's manifest knows most)."""
     seen = {} if seen is None else seen
+    absent = seen.get(_ABSENT)  # name -> verdict, for the names recorded as absent (most of them)
+    if absent is None:
+        absent = seen[_ABSENT] = {}
     for name, recorded in deps.items():
-        key = (name, tuple(recorded)) if isinstance(recorded, list) else (name, recorded)
-        verdict = seen.get(key)
-        if verdict is None:
-            verdict = seen[key] = _dependency_unchanged(name, recorded, seen, digest_of)
+        if recorded is None:
+            verdict = absent.get(name)
+            if verdict is None:
+                verdict = absent[name] = _dependency_unchanged(name, None, seen, digest_of)
+        else:
+            key = (name, tuple(recorded)) if isinstance(recorded, list) else (name, recorded)
+            verdict = seen.get(key)
+            if verdict is None:
+                verdict = seen[key] = _dependency_unchanged(name, recorded, seen, digest_of)
         if not verdict:
             return False
     return True
+
+
+_ABSENT = "\0absent"  # no path holds a NUL: the key of the verdicts on absent names in `seen`
 
 
 def _dependency_unchanged(name: str, recorded: Any, seen: dict[Any, Any],
