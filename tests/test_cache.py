@@ -505,3 +505,18 @@ def test_an_absent_candidate_in_folders_that_did_not_exist_invalidates_once_they
     (project / "pkg" / "sub" / "deep" / "kl.py").write_text(K1_HELPER)
     after, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+
+
+def test_an_init_file_added_above_a_folder_between_runs_changes_the_package_and_invalidates(project):
+    # package roots are memoised per folder and per parent within a run, never across runs
+    (project / "a" / "b" / "c").mkdir(parents=True)
+    (project / "a" / "b" / "c" / "m.py").write_text(TRAIN)
+    directory = project / CACHE_DIR_NAME
+    check(["a/b/c/m.py"], directory)
+    _, cache = check(["a/b/c/m.py"], directory)
+    assert (cache.hits, cache.misses) == (1, 0)
+    (project / "a" / "b" / "__init__.py").write_text("")
+    _, cache = check(["a/b/c/m.py"], directory)
+    assert (cache.hits, cache.misses) == (0, 1)
+    entry = next(e for e in map(read_entry, (directory / "v3").glob("*/*.json")) if e["path"].endswith("m.py"))
+    assert entry["package"][:2] == [str((project / "a").resolve()), "b.c.m"]

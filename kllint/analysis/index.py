@@ -34,12 +34,16 @@ def package_root(path: Path) -> tuple[Path, str]:
 
 _FOLDERS: dict[Path, tuple[Path, tuple[str, ...]]] = {}
 _GIVEN: dict[tuple[str, Path], tuple[Path, tuple[str, ...]]] = {}
+_REAL: dict[Path, tuple[Path, tuple[str, ...]]] = {}  # by resolved folder
+_HAS_INIT: dict[Path, bool] = {}
 
 
 def forget_package_roots() -> None:
     """Drop the memoised package roots (a new run may see new `__init__.py` files)."""
     _FOLDERS.clear()
     _GIVEN.clear()
+    _REAL.clear()
+    _HAS_INIT.clear()
 
 
 def package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
@@ -52,17 +56,34 @@ def package_folders(folder: Path) -> tuple[Path, tuple[str, ...]]:
     folder = Path(os.path.abspath(folder))  # a relative folder means another one after a chdir
     known = _FOLDERS.get(folder)
     if known is None:
-        current = folder.resolve()
-        names: list[str] = []
+        known = _FOLDERS[folder] = _package_folders_of_real(folder.resolve())
+    _GIVEN[given] = known
+    return known
+
+
+def _package_folders_of_real(current: Path) -> tuple[Path, tuple[str, ...]]:
+    """`package_folders` of a resolved folder, from that of its parent (both memoised: the
+    folders of a project share their parents)."""
+    known = _REAL.get(current)
+    if known is None:
         # a folder inside a package is a subpackage even without `__init__.py` (PEP 420: a
         # forgotten or deliberately omitted one), so its modules keep their absolute names
-        while (current / "__init__.py").is_file() or (current.parent / "__init__.py").is_file():
-            names.append(current.name)
-            if current.parent == current:
-                break
-            current = current.parent
-        known = _FOLDERS[folder] = (current, tuple(reversed(names)))
-    _GIVEN[given] = known
+        parent = current.parent
+        if not (_has_init(current) or _has_init(parent)):
+            known = (current, ())
+        elif parent == current:
+            known = (current, (current.name,))
+        else:
+            root, names = _package_folders_of_real(parent)
+            known = (root, (*names, current.name))
+        _REAL[current] = known
+    return known
+
+
+def _has_init(folder: Path) -> bool:
+    known = _HAS_INIT.get(folder)
+    if known is None:
+        known = _HAS_INIT[folder] = (folder / "__init__.py").is_file()
     return known
 
 
