@@ -77,13 +77,14 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
             if progress is not None:
                 progress(item)
     track = cache is not None
-    pool = None
+    in_pool = False
     if prefilter and jobs > 1 and pending:  # the pool (multiprocessing) is imported only when it may serve
-        from kllint.pipeline import parallel as pool
-        if not (len(pending) > pool.THRESHOLD and pool.usable() and pool.worth_it([files[p] for p in pending])):
-            pool = None
-    if pool is not None:
-        pool.analyse([pool.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+        from kllint.pipeline import parallel
+
+        in_pool = (len(pending) > parallel.THRESHOLD and parallel.usable()
+                   and parallel.worth_it([files[p] for p in pending]))
+    if in_pool:
+        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
     else:
         indexes = IndexPerRoot()
         with analysis_thresholds():
