@@ -44,10 +44,11 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
-    `settings` is a `Settings` or a `SettingsResolver` (each file gets `settings.for_path(path)`,
-    the closest configuration); `progress` is called after each file. With `jobs` > 1 and more
-    than `kllint.pipeline.parallel.THRESHOLD` files to analyse that pass the prefilter, the
-    files are analysed by a pool of worker processes (the output is the same as with one job).
+    `settings` is a `Settings` or a `SettingsResolver` (each file gets the closest configuration:
+    `settings.for_folder` of its folder, `for_path` for text given in memory); `progress` is
+    called after each file. With `jobs` > 1 and more than `kllint.pipeline.parallel.THRESHOLD`
+    files to analyse that pass the prefilter, the files are analysed by a pool of worker
+    processes (the output is the same as with one job).
     `cache` (a `kllint.pipeline.cache.ResultCache`) supplies the results of unchanged files and
     keeps the new ones. `prefilter=False` (for tests) analyses every file in this process.
 
@@ -55,7 +56,10 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
-    per_file = [settings.for_path(item.path) for item in files]
+    # a file read from disk was found as a file (discovery): its folder's settings, without a
+    # `stat` to tell it from a folder; text given in memory may name anything
+    per_file = [settings.for_folder(item.path.parent) if item.content is None else settings.for_path(item.path)
+                for item in files]
     outcomes: list[Outcome | None] = [None] * len(files)
 
     def done(position: int, outcome: Outcome) -> None:
