@@ -150,15 +150,22 @@ class Attributes:
         return Unknown(name)
 
     def find_method(self, cls: ClassRef, name: str, seen: int = 0) -> FunctionRef | None:
+        """The method `name` of `cls`, defined on it or inherited from a project base. A method
+        found on a base is still bound to `cls` (an instance of `cls`, or `cls` itself for a
+        classmethod): `self.hook()` inside an inherited method dispatches on the receiver's own
+        class, so a subclass's override of the hook is the one that runs (template method)."""
+        return self._method_of(cls, name, cls, seen)
+
+    def _method_of(self, cls: ClassRef, name: str, receiver: ClassRef, seen: int) -> FunctionRef | None:
         stmt = class_method(cls.node, name)
         if stmt is not None:
             kind = _method_kind(stmt)
-            bound = None if kind == "staticmethod" else cls if kind == "classmethod" else Instance(cls)
+            bound = None if kind == "staticmethod" else receiver if kind == "classmethod" else Instance(receiver)
             return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
         if seen > 4:
             return None
         for base in self.project_bases(cls):
-            found = self.find_method(base, name, seen + 1)
+            found = self._method_of(base, name, receiver, seen + 1)
             if found is not None:
                 return found
         return None
