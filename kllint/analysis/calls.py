@@ -88,7 +88,7 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         # `apply_fn({"params": params}, x)`: a forward of the parameters' model
         return Tensor(ROLE_SYMBOL.get(model.role, LP), space="logits")
     if isinstance(func, Tensor) and func.expr in (LP, REF) and node.args:  # `reference(x)`; not `ref()`
-        return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
+        return named_callee(it, func, node, frame)
     if isinstance(func, GradOf):
         return grad_call(it, func, args, kwargs, node, frame)
     if isinstance(func, KLDivModule):
@@ -107,6 +107,20 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         return it.algebra.detach(value) if frame.no_grad else value
 
     return unknown_call(it, (dotted_name(node.func) or "call").rsplit(".", 1)[-1], args, kwargs, node, frame)
+
+
+def named_callee(it: InterpreterLike, func: Tensor, node: cst.Call, frame: FrameLike) -> Value:
+    """Calling a value the analysis knows only by the role its name gives. A callee named for a
+    network (`reference(x)`, `self.policy(ids)`) is that network: a forward of it runs. A callee
+    named for what it returns (`self._compute_ref_log_prob(batch)`, `ref_logps_fn(x)`,
+    `get_ref_logits(ids)`) is a function whose body is not in sight (a method inherited from a
+    class outside the project, a callback): its result keeps the role and space the name gives,
+    but no forward, with or without gradients, is seen, so none is observed."""
+    callee = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+    if not roles.is_logprob_name(callee):
+        return forward(it, Model("reference" if func.expr == REF else "policy"), node, frame)
+    value = Tensor(func.expr, space=func.space, assumed=func.assumed)
+    return it.algebra.detach(value) if frame.no_grad else value
 
 
 def flax_parameters(args: list[Value]) -> Model | None:
