@@ -123,3 +123,10 @@ def test_a_slice_without_its_test_is_a_value_of_its_own() -> None:
     source = STRAIGHT_THROUGH.replace('mode[:-1] if mode.endswith("+") else mode', "mode[:-1]")
     assert _messages(source, "KL101")[6].endswith(
         "(when `mode[:-1]` is 'k1' and `config.kl_mode` does not end with '+')")
+
+
+def test_a_path_another_path_covers_is_not_said() -> None:
+    aggregation = Condition("cfg.agg", ("sum",), from_config=True)
+    assert merge_paths([(_in("k1"), aggregation), (_in("k1"),)]) == "`cfg.mode` is 'k1'"
+    assert merge_paths([(_in("k1"), aggregation), (_in("k2"),)]) == \
+        "`cfg.mode` is 'k1' and `cfg.agg` is 'sum'; or when `cfg.mode` is 'k2'"

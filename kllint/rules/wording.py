@@ -219,14 +219,22 @@ def _named_by_callers(paths: list[tuple[Condition, ...]]) -> list[tuple[Conditio
     return list(dict.fromkeys(renamed))
 
 
+def _without_subsumed(paths: list[tuple[Condition, ...]]) -> list[tuple[Condition, ...]]:
+    """The paths that no other path covers: `mode` is 'k1' and `agg` is 'sum' says nothing more
+    once `mode` is 'k1' alone leads to the same finding."""
+    def words(path: tuple[Condition, ...]) -> frozenset:
+        return frozenset((c.name, c.options, c.negated, c.predicate) for c in path)
+    sets = [words(path) for path in paths]
+    return [path for path, mine in zip(paths, sets) if not any(other < mine for other in sets)]
+
+
 def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> str:
     """The configurations of several paths to one finding, each value named once: paths that
     differ only in the options of one value are joined (`is 'k3' or 'low_var_kl'`); with
     `defaults`, the defaults that are none of the options follow once (`unnamed_defaults`)."""
     paths = _named_by_callers(paths)
     groups: dict[tuple, list[tuple[Condition, ...]]] = {}
-    for path in paths:
-        simple = tuple(_simplified(path))
+    for simple in _without_subsumed([tuple(_simplified(path)) for path in paths]):
         key = tuple((c.name, c.negated, c.predicate) for c in simple) + tuple(c for c in simple[:-1])
         if simple and (simple[-1].negated or simple[-1].predicate != "in"):
             last = simple[-1]  # `is not 'a'` or `is not 'b'` is not `is not 'a' or 'b'`

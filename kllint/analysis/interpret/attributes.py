@@ -273,7 +273,7 @@ class Attributes:
         for entry, value in mapping.items:
             for option in alternatives(value):
                 keys.setdefault(option, []).append(entry)
-        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested))
+        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested, from_config=config is not None))
                       if isinstance(o, (FunctionRef, Partial, ClassRef)) else o for o, entries in keys.items()))
 
 
