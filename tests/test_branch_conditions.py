@@ -3,6 +3,8 @@ conditions a test gives each branch (`and`, `or`, `not`, `str.endswith`, early r
 through the messages of findings."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kllint.analysis.conditions import narrowed
@@ -55,31 +57,9 @@ def test_suffix_conditions_are_worded() -> None:
         "`cfg.mode` does not end with '+' and `cfg.mode` is not 'k2' or 'k3'"
 
 
-STRAIGHT_THROUGH = '''import torch
-
-
-def value_of(logp, ref_logp, mode):
-    if mode == "k1":
-        return logp - ref_logp
-    gap = ref_logp - logp
-    return gap.exp() - gap - 1
-
-
-def estimate(logp, ref_logp, mode):
-    base = mode[:-1] if mode.endswith("+") else mode
-    value = value_of(logp, ref_logp, base)
-    if not mode.endswith("+") or mode == "k2":
-        return value
-    surrogate = 0.5 * (logp - ref_logp) ** 2
-    return surrogate - surrogate.detach() + value.detach()
-
-
-def step(policy, ref_model, ids, config):
-    logp = policy(ids).log_softmax(-1)
-    with torch.no_grad():
-        ref_logp = ref_model(ids).log_softmax(-1)
-    estimate(logp, ref_logp, config.kl_mode).sum().backward()
-'''
+STRAIGHT_THROUGH = (Path(__file__).parent.parent / "fixtures" / "KL201" / "straight_through_suffix_from_config.py").read_text(
+    encoding="utf-8")
+MODE_READ = "`self.config.kl_estimator`"
 
 
 def _messages(source: str, code: str) -> dict[int, str]:
@@ -88,14 +68,14 @@ def _messages(source: str, code: str) -> dict[int, str]:
 
 def test_a_suffix_stripped_under_its_test_reads_as_the_configured_value() -> None:
     """k1 is a loss only for "k1" (with "+", the k1 value is detached: straight-through)."""
-    assert _messages(STRAIGHT_THROUGH, "KL101")[6].endswith("(when `config.kl_mode` is 'k1')")
+    assert _messages(STRAIGHT_THROUGH, "KL101")[15].endswith(f"(when {MODE_READ} is 'k1')")
 
 
 def test_what_follows_an_early_return_runs_under_the_test_that_did_not_return() -> None:
     messages = _messages(STRAIGHT_THROUGH, "KL201")
-    assert messages[8].endswith("(when `config.kl_mode` is not 'k1' and `config.kl_mode` does not end with '+')")
-    assert messages[17].endswith("(when `config.kl_mode` is 'k1+'; or when `config.kl_mode` ends with '+' "
-                                 "and `config.kl_mode` is not 'k1+')")
+    assert messages[19].endswith(f"(when {MODE_READ} is not 'k1' or 'k2' and {MODE_READ} does not end with '+')")
+    assert messages[28].endswith(f"the estimate is straight-through when {MODE_READ} is 'k1+'; or when {MODE_READ} "
+                                 f"ends with '+' and {MODE_READ} is not 'k1+' or 'k2+', k2 when {MODE_READ} is 'k2+'")
 
 
 def test_a_value_returned_in_a_branch_carries_the_branch_conditions() -> None:
@@ -121,8 +101,7 @@ def step(policy, ref_model, ids, config):
 
 def test_a_slice_without_its_test_is_a_value_of_its_own() -> None:
     source = STRAIGHT_THROUGH.replace('mode[:-1] if mode.endswith("+") else mode', "mode[:-1]")
-    assert _messages(source, "KL101")[6].endswith(
-        "(when `mode[:-1]` is 'k1' and `config.kl_mode` does not end with '+')")
+    assert _messages(source, "KL101")[15].endswith(f"(when `mode[:-1]` is 'k1' and {MODE_READ} does not end with '+')")
 
 
 def test_a_path_another_path_covers_is_not_said() -> None:
