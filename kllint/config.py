@@ -117,6 +117,8 @@ def _no_empty_selector(values: tuple[str, ...], key: str, where: str) -> None:
 
 def _check_patterns(patterns: tuple[str, ...], key: str, where: str) -> None:
     """Every exclude pattern must be a valid gitignore pattern."""
+    if not patterns:
+        return  # pathspec not imported for nothing (kllint.pipeline.discovery: `_spec`)
     import pathspec
 
     for pattern in patterns:

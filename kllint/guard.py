@@ -74,7 +74,12 @@ def too_long_chain(text: str, outline: ast.AST | None = None) -> str | None:
     """Why libcst must not parse `text` (None when it may): a chain of more than
     `MAX_CHAIN_OPERANDS` `and` / `or` operands (libcst's stack), or lambdas nested more than
     `MAX_LAMBDA_DEPTH` deep (its time and memory). Regular expressions bound the counts first,
-    so ordinary code is never walked; `outline` is the text's `ast` tree when the caller has it."""
+    so ordinary code is never walked; `outline` is the text's `ast` tree when the caller has it.
+    Plain substring counts bound the regular expressions' (each match is such a substring, and
+    neither word overlaps itself), so ordinary text is not even searched with them."""
+    if (text.count("and") + text.count("or") < MAX_CHAIN_OPERANDS
+            and text.count("lambda") <= MAX_LAMBDA_DEPTH):
+        return None
     chains = len(_WORD.findall(text)) >= MAX_CHAIN_OPERANDS
     lambdas = len(_LAMBDA.findall(text)) > MAX_LAMBDA_DEPTH
     if not (chains or lambdas):

@@ -269,3 +269,19 @@ def test_an_entry_read_from_disk_is_the_module_its_importers_load(tmp_path, monk
                                      (kl.read_text(), str(kl), True)):
         assert index.module_for_file(text, kl, display, from_disk=from_disk) is not helper
     assert index.load("pkg.kl") is helper
+
+
+def test_code_ranges_are_the_position_providers():
+    """`code_ranges` (the provider's pass alone) gives every node the range the wrapper gives."""
+    from kllint.analysis.module import code_ranges
+
+    source = ("class _:\n    @torch.no_grad()\n    def step(self, batch, *, beta=0.1):\n"
+              "        logp, ref = self.policy(batch), batch['ref']  # both\n"
+              "        kl = (torch.exp(ref - logp) - (ref - logp) - 1)\n"
+              "        if beta:\n            return (kl * beta).mean(dim=-1), [x for x in kl]\n"
+              "        return lambda t: t ** 2\n")
+    tree = cst.parse_module(source)
+    ours = code_ranges(tree)
+    theirs = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert len(ours) > 50
+    assert dict(ours) == dict(theirs)

@@ -9,15 +9,17 @@ current folder when there is none); a pattern without a slash matches a name at 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Protocol
-
-import pathspec
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from kllint.config import Settings
+
+if TYPE_CHECKING:
+    import pathspec
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks: kllint.notebook
 
@@ -48,9 +50,28 @@ class Discovered:
     content: bytes | None = field(default=None, compare=False, repr=False)
 
 
+# pathspec is imported where a pattern is matched, not at the top: importing it (it pulls in
+# asyncio) costs about a fifth of a pre-commit run's start-up, and a run over named files whose
+# excludes are all plain names (the default ones) never needs it (`_plain_names`)
 @lru_cache(maxsize=256)
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+_PLAIN_NAME = re.compile(r"\.?[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+@lru_cache(maxsize=256)
+def _plain_names(patterns: tuple[str, ...]) -> frozenset[str] | None:
+    """The patterns as a set of names when every one is a plain file or folder name (letters,
+    digits, `.`, `_`, `-`; no slash, wildcard, escape or negation), else None. Gitignore matches
+    such a pattern against whole path components only, so a path none of whose components is one
+    of the names matches none of the patterns."""
+    if all(_PLAIN_NAME.fullmatch(pattern) for pattern in patterns):
+        return frozenset(patterns)
+    return None
 
 
 def _exclude_spec(settings: Settings) -> pathspec.PathSpec:
@@ -58,6 +79,8 @@ def _exclude_spec(settings: Settings) -> pathspec.PathSpec:
 
 
 def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
+    import pathspec
+
     ignore_file = folder / ".gitignore"
     if not ignore_file.is_file():
         return None
@@ -92,10 +115,14 @@ def _display(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
-def _matches(spec: pathspec.PathSpec, rel: str, is_dir: bool, anchored: bool) -> bool:
+def _matches(patterns: tuple[str, ...], rel: str, is_dir: bool, anchored: bool) -> bool:
     parts = [part for part in rel.split("/") if part not in ("", ".")]
     if not parts:
         return False
+    names = _plain_names(patterns)
+    if names is not None and names.isdisjoint(parts):
+        return False  # no component is an excluded name: pathspec would match nothing either
+    spec = _spec(patterns)
     suffix = "/" if is_dir else ""
     starts = range(1) if anchored else range(len(parts))
     if any(spec.match_file("/".join(parts[i:]) + suffix) for i in starts):
@@ -110,7 +137,7 @@ def is_excluded(path: Path, settings: Settings, root: Path | None = None, is_dir
     the current folder), and so is every folder above it. A path outside `root` is matched by
     each of its trailing parts instead.
     """
-    spec = _exclude_spec(settings)
+    patterns = tuple(settings.exclude) + tuple(settings.extend_exclude)
     base = safe_resolve(root or settings.root or Path.cwd())
     resolved = safe_resolve(path)
     try:
@@ -119,7 +146,7 @@ def is_excluded(path: Path, settings: Settings, root: Path | None = None, is_dir
         rel, anchored = path.as_posix(), False
     if is_dir is None:
         is_dir = resolved.is_dir()
-    return _matches(spec, rel, is_dir, anchored)
+    return _matches(patterns, rel, is_dir, anchored)
 
 
 def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = False,

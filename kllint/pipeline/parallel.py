@@ -30,17 +30,14 @@ outside worker processes (`-j 1` and small runs ignore it).
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kllint.analysis.index import IndexPerRoot, package_root
 from kllint.config import Settings
@@ -51,6 +48,13 @@ from kllint.pipeline.discovery import Discovered
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.source import MAX_FILE_BYTES, read_regular
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+# multiprocessing and concurrent.futures are imported where a pool starts, not at the top: a run
+# imports this module to decide whether a pool serves (`THRESHOLD`, `usable`, `worth_it`), and a
+# run that stays in its process (a pre-commit hook's few files) does not need them
 
 THRESHOLD = 8
 CHUNKS_PER_JOB = 16
@@ -197,6 +201,9 @@ def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
 
 
 def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_init_worker, initargs=(status,))
 
@@ -226,6 +233,10 @@ def _terminate(executor: ProcessPoolExecutor) -> None:
 
 def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:
     """One pool over `tasks`; returns (unfinished tasks, suspects) after a break, else ([], [])."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     status = multiprocessing.get_context("spawn").RawArray("b", len(tasks))
     slot_of = {task.position: slot for slot, task in enumerate(tasks)}
     parts = chunks(tasks, jobs)
@@ -264,6 +275,8 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
 
 def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
     """Run each task alone in a one-worker pool; a task that breaks it gets an internal error."""
+    from concurrent.futures.process import BrokenProcessPool
+
     executor: ProcessPoolExecutor | None = None
     try:
         for task in tasks:
