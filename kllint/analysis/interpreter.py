@@ -52,6 +52,7 @@ class Interpreter(EntryPoints, Statements, Bindings, Expressions, Names, Attribu
         self._nested_done: set[int] = set()
         self._open_aliases: set[int] = set()  # module-level aliases being resolved (`fused = Fn.apply`)
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}
+        self._module_instances: dict[int, Value | None] = {}  # module-level instances of project classes
         self._plain_calls = {}  # memoised helper calls (typed on `Calls`)
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls = []  # the followed calls in progress, innermost last (typed on `Calls`)

@@ -184,9 +184,12 @@ class ClassRef:
 
 @dataclass(frozen=True)
 class Instance:
-    """`self` (or an instance) of a project class."""
+    """`self` (or an instance) of a project class. `state`: the constructor's arguments that are
+    known without running anything (strings, numbers, dicts and tuples of them, classes), by the
+    name of the `__init__` parameter they bind; empty when none is."""
 
     cls: ClassRef
+    state: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis import keyed
 from kllint.analysis.adapters import disables_adapters, yields_with_adapters_off
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
@@ -215,8 +216,9 @@ class Statements:
             comparison = test.comparisons[0]
             if isinstance(test.left, cst.Name) and test.left.value == "__name__":
                 return True, None
-            left = self.eval(test.left, frame)
-            right = self.eval(comparison.comparator, frame)
+            # a string a run-time key picked is tested as the string itself
+            left = _unkeyed(self.eval(test.left, frame))
+            right = _unkeyed(self.eval(comparison.comparator, frame))
             operator = comparison.operator
             options = self._literal_options(right)
             tested_node = test.left
@@ -369,3 +371,8 @@ class Statements:
             if self.qualify(dotted_name(func) or "", module) in fw.NO_GRAD_CONTEXTS:
                 return True
         return False
+
+
+def _unkeyed(value: Value) -> Value:
+    """`value` without the conditions of run-time keys that picked its alternatives."""
+    return join(*(inner for inner, _ in keyed.conditioned(value))) if keyed.has_keyed(value) else value
