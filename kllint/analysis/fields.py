@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from kllint.analysis import keyed
 from kllint.analysis.definitions import parameter_names
 from kllint.analysis.roles import sink_kind
-from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, identity_key, alternatives, join
+from kllint.analysis.values import (
+    STARRED, ClassRef, Model, Sequence, Tensor, Unknown, Value, identity_key, alternatives, join,
+)
 
 if TYPE_CHECKING:
     from kllint.analysis.algebra import Algebra
@@ -128,6 +131,15 @@ def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[V
     pairs = list(zip(params, args))
     pairs += [(name, value) for name, value in kwargs.items() if name in params]
     return pairs
+
+
+def constructor_state(pairs: list[tuple[str, Value]], node: cst.Call) -> tuple[tuple[str, Value], ...]:
+    """An instance's `state` from the arguments its constructor call binds (empty when none is
+    static: the instance is then like any other of its class)."""
+    if not any(keyed.static(value) for _, value in pairs):
+        return ()
+    state = tuple((name, value if keyed.static(value) else Unknown(name)) for name, value in pairs)
+    return state + (((STARRED, Unknown(STARRED)),) if any(arg.star for arg in node.args) else ())
 
 
 def class_field_names(node: Any) -> list[str]:

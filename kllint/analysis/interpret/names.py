@@ -9,12 +9,14 @@ import libcst as cst
 from kllint.analysis import terms as tm
 
 from kllint.analysis import keyed
+from kllint.analysis import roles
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import used_names
 from kllint.analysis.definitions import LazyClass, class_methods, parameter_names
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
-    ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
+    STARRED, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
     join,
 )
 
@@ -22,7 +24,7 @@ from kllint.analysis.values import (
 class Names:
     """Resolves names, module globals, instance attributes and imports (a mixin of the interpreter)."""
 
-    _open_aliases: set[int]  # set up by the interpreter
+    _open_aliases: set  # set up by the interpreter
     _module_instances: dict[int, Value | None]
 
     def eval_Name(self, node: cst.Name, frame: Frame) -> Value:
@@ -124,8 +126,11 @@ class Names:
                 if isinstance(value, cst.Call):
                     if self._library_constructor(value, cls.module):
                         return self.eval(value, Frame(cls.module, {}, emit=False))
-                    made = self._project_constructor(value, cls.module)
-                    if made is not None:
+                    receiver = parameter_names(stmt)[:1]
+                    made = self._project_constructor(value, cls.module, {name: Instance(cls) for name in receiver})
+                    # a network wrapper of the project (`self.ref_model = LLM(...)`) keeps the role its
+                    # name gives: the class cannot tell the policy's copy from the reference's
+                    if made is not None and roles.model_role(attr) is None:
                         return made
                 chosen = self._chosen_function(value, cls.module)
                 if chosen is not None:
@@ -212,12 +217,14 @@ class Names:
                 self._open_aliases.discard(key)
         return self._module_instances[key]
 
-    def _project_constructor(self, call: cst.Call, module: ModuleInfo, plain_names_only: bool = False) -> Value | None:
+    def _project_constructor(self, call: cst.Call, module: ModuleInfo, env: dict[str, Value] | None = None,
+                             plain_names_only: bool = False) -> Value | None:
         """`Estimator(config.kind)`, `TABLE["k3"](coef)`, `REGISTRY.get(cfg.kind)(**cfg.args)`: an
         instance of a project class, the class named or taken from a container or a registry's
         lookup (under the condition of a run-time key); its constructor is not run, the
-        arguments known statically are kept. Evaluated without the method's locals; None when
-        the callee is no project class."""
+        arguments known statically are kept. Evaluated without the method's locals but its
+        receiver (`env`: `self` as an instance of the class); None when the callee is no
+        project class."""
         callee = call.func
         while isinstance(callee, (cst.Call, cst.Subscript, cst.Attribute)):
             if plain_names_only and not isinstance(callee, cst.Attribute):
@@ -226,7 +233,7 @@ class Names:
         if not isinstance(callee, cst.Name) or not (callee.value in module.classes or callee.value in module.imports
                                                      or callee.value in module.constants):
             return None
-        frame = Frame(module, {}, emit=False)
+        frame = Frame(module, dict(env or {}), emit=False)
         func = self.eval(call.func, frame)
         if not any(isinstance(inner, ClassRef) for inner, _ in keyed.conditioned(func)):
             return None
@@ -237,27 +244,36 @@ class Names:
         return join(*made) if made else None
 
     def constructed_attribute(self, instance: Instance, attr: str) -> Value | None:
-        """`self.attr` of an instance whose constructor arguments are known (`instance.state`):
-        the value its `__init__` stores there, computed from those arguments (and the
-        parameters' defaults), when that value is static (a string, a dict of class paths, a
-        class); None otherwise (the class-wide view of `instance_attribute` applies)."""
+        """`self.attr` of an instance whose constructor arguments are partly known
+        (`instance.state`): what its `__init__` stores there (every store, joined), when a store
+        reads a parameter given a static argument and every value is static (a string, a dict of
+        class paths, a class); None otherwise (the class-wide view of `instance_attribute`
+        applies). A parameter given an argument the analysis cannot tell is unknown, one not
+        given takes its default (unless the call passed `*args` or `**kwargs`)."""
         init = self.find_method(instance.cls, "__init__")
         if init is None or not isinstance(init.node, cst.FunctionDef):
             return None
         stored = _stored_on_self(init.node, attr)
-        if not stored:
-            return None
+        known = {name for name, value in instance.state if keyed.static(value)}
+        key = (id(init.node), attr)
+        if not any(known.intersection(used_names(value)) for value in stored) or key in self._open_aliases:
+            return None  # not computed from the known arguments, or read while computed (`self.x = f(self.x)`)
         env: dict[str, Value] = dict(instance.state)
-        names = parameter_names(init.node)
         frame = Frame(init.module, env, emit=False, class_ref=init.owner)
+        names = parameter_names(init.node)
         if names:
             env[names[0]] = instance
         params = init.node.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.name.value not in env:
-                env[param.name.value] = (self.eval(param.default, frame.child(env={})) if param.default is not None
-                                         else Unknown(param.name.value))
-        value = self.eval(stored[-1], frame)
+                given = STARRED in env or param.default is None
+                env[param.name.value] = (Unknown(param.name.value) if given
+                                         else self.eval(param.default, frame.child(env={})))
+        self._open_aliases.add(key)
+        try:
+            value = join(*(self.eval(expression, frame) for expression in stored))
+        finally:
+            self._open_aliases.discard(key)
         return value if all(keyed.static(option) for option in alternatives(value)) else None
 
     def resolve_import(self, qualname: str, hops: int = 0) -> Value:
@@ -316,12 +332,36 @@ def _super_init_call(line: cst.CSTNode) -> cst.Call | None:
 
 
 def _stored_on_self(method: cst.FunctionDef | None, attr: str) -> list[cst.BaseExpression]:
-    """The values a method's own statements store as `self.attr = value`, in order."""
+    """The values a method's own statements store as `self.attr = value`, in order, also inside
+    its branches, `with` and `try` blocks and loops (`if cfg.use_kl: self.kl = ...`)."""
     if method is None or not isinstance(method.body, cst.IndentedBlock):
         return []
-    return [small.value for line in method.body.body if isinstance(line, cst.SimpleStatementLine)
-            for small in line.body if isinstance(small, cst.Assign)
-            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)]
+    return list(_stores_in(method.body.body, f"self.{attr}", 0))
+
+
+def _stores_in(lines, target: str, depth: int):
+    for line in lines:
+        if isinstance(line, cst.SimpleStatementLine):
+            yield from (small.value for small in line.body if isinstance(small, cst.Assign)
+                        and any(dotted_name(t.target) == target for t in small.targets))
+        elif depth < 3 and isinstance(line, (cst.If, cst.With, cst.Try, cst.For, cst.While)):
+            yield from _stores_in(_inner_lines(line), target, depth + 1)
+
+
+def _inner_lines(statement: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
+    """The statements of a compound statement's blocks (an `elif` is one statement of them)."""
+    lines = list(statement.body.body)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        lines.append(orelse)
+    elif isinstance(orelse, cst.Else):
+        lines.extend(orelse.body.body)
+    if isinstance(statement, cst.Try):
+        for handler in statement.handlers:
+            lines.extend(handler.body.body)
+        if statement.finalbody is not None:
+            lines.extend(statement.finalbody.body.body)
+    return lines
 
 
 def _stored_parameter(init: cst.FunctionDef, attr: str) -> str | None:
