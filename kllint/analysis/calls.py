@@ -348,6 +348,8 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
                     or (isinstance(option, Tensor) and it.algebra.has_roles(option.expr))]
         if networks:
             return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
+    if lowered == "dict" and len(args) == 1 and not kwargs and all(isinstance(o, Mapping) for o in alternatives(args[0])):
+        return args[0]  # a copy of a dict the analysis built (`self.paths = dict(paths)`)
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]
