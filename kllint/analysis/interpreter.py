@@ -18,6 +18,7 @@ from kllint.analysis.fields import FieldStore
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpret.attributes import Attributes
 from kllint.analysis.interpret.bindings import Bindings
+from kllint.analysis.interpret.branches import Branches
 from kllint.analysis.interpret.entry import EntryPoints
 from kllint.analysis.interpret.expressions import Expressions
 from kllint.analysis.interpret.following import MAX_DEPTH, Calls
@@ -30,7 +31,7 @@ from kllint.analysis.values import Value
 __all__ = ["MAX_DEPTH", "Budget", "Frame", "Interpreter"]
 
 
-class Interpreter(EntryPoints, Statements, Bindings, Expressions, Names, Attributes, Calls):
+class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Names, Attributes, Calls):
     """Runs the entry points of one module and collects facts."""
 
     def __init__(self, entry: ModuleInfo, index: ProjectIndex, vocab: Any = None) -> None:

@@ -11,6 +11,7 @@ conditions can hold together: the module of the `k1` entry never meets the class
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import islice, product
 from typing import Callable
 
@@ -69,29 +70,32 @@ def merged(conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
     """The conditions that hold together, those on the same value merged (`key` is `k3` and
     `key` is one of `k1, k3` is `key` is `k3`); None when they contradict each other."""
     by_name: dict[str, Condition] = {}
+    others: list[Condition] = []
     for condition in conditions:
         current = by_name.get(condition.name)
-        if current is None:
-            by_name[condition.name] = condition
+        if current is None or "in" != condition.predicate or "in" != current.predicate:
+            by_name.setdefault(condition.name, condition)  # a suffix test (`endswith`) is not merged
+            if current is not None and condition is not current:
+                others.append(condition)
             continue
         combined = _both(current, condition)
         if combined is None:
             return None
         by_name[condition.name] = combined
-    return tuple(by_name.values())
+    return tuple(by_name.values()) + tuple(others)
 
 
 def _both(first: Condition, second: Condition) -> Condition | None:
     if first.negated and second.negated:
         options = first.options + tuple(o for o in second.options if o not in first.options)
-        return Condition(first.name, options, True, first.default, first.tested)
+        return replace(first, options=options)
     if first.negated:
         first, second = second, first
     if second.negated:
         options = tuple(o for o in first.options if o not in second.options)
     else:
         options = tuple(o for o in first.options if o in second.options)
-    return Condition(first.name, options, False, first.default, first.tested) if options else None
+    return replace(first, options=options) if options else None
 
 
 def lifted(function: Callable[..., Value], *values: Value) -> Value:

@@ -7,7 +7,7 @@ that depends on a branch (if/else, mode strings from config).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from contextvars import ContextVar
 from functools import cached_property
 from typing import Any, Callable
@@ -35,6 +35,22 @@ class Condition:
     negated: bool = False
     default: str | None = None
     tested: str = ""
+    predicate: str = "in"  # `in`: takes one of `options`; `endswith` / `startswith`: ends / starts with options[0]
+    from_config: bool = False  # `name` is a configuration value (the same text is the same value)
+
+    def admits(self, option: str) -> bool:
+        """Whether the value being `option` satisfies this condition."""
+        if self.predicate == "endswith":
+            holds = option.endswith(self.options[0])
+        elif self.predicate == "startswith":
+            holds = option.startswith(self.options[0])
+        else:
+            holds = option in self.options
+        return holds != self.negated
+
+    def negate(self) -> "Condition":
+        """The condition of the other branch."""
+        return replace(self, negated=not self.negated)
 
 
 @dataclass(frozen=True, init=False)
@@ -218,6 +234,12 @@ class ConfigValue:
     name: str
     default: Any = None
     source: str | None = field(default=None, compare=False, hash=False)
+    suffix: str = ""  # the value read with this suffix removed (`mode[:-1]` where `mode.endswith("+")`)
+    prefix: str = ""  # the value read with this prefix removed
+
+    def spelled(self, option: str) -> str:
+        """The configured value that reads as `option` here."""
+        return self.prefix + option + self.suffix
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Iterable
 from kllint.analysis import terms as tm
 
 from kllint.analysis.algebra import Algebra
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
 from kllint.analysis.values import Anchor
@@ -75,6 +76,8 @@ class RuleContext:
         """Record a finding at `anchor` (localised in the checked file). `message` may hold
         `{subject}`, the estimate's words (`subject`); findings of one code at one place from
         several paths are merged, each configuration said once (`diagnostics`)."""
+        if narrowed(anchor.conditions) is None:
+            return  # no configuration takes this path
         located = self.localize(anchor, call_sites, call_stack, fallback)
         if located is None:
             return

@@ -90,7 +90,7 @@ def _consistent(branch: tuple, anchor_conditions: tuple) -> bool:
     """Whether an assignment's branch conditions can hold together with the estimate's."""
     for name, options, negated in branch:
         for condition in anchor_conditions:
-            if (condition.tested or condition.name) != name:
+            if (condition.tested or condition.name) != name or condition.predicate != "in":
                 continue
             theirs = frozenset(condition.options)
             if not negated and not condition.negated and not options & theirs:

@@ -13,6 +13,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis.autograd import Framework, framework_of
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.module import code_of
 from kllint.analysis.values import Anchor, Condition
 
@@ -146,11 +147,12 @@ def _quoted(options: Iterable[str], default: str | None) -> str:
 
 def _simplified(conditions: tuple[Condition, ...]) -> list[Condition]:
     """One condition per value: a value known to be one of some options needs no "is not" next to it."""
-    merged: dict[tuple[str, bool], Condition] = {}
+    conditions = narrowed(conditions) or conditions
+    merged: dict[tuple[str, bool, str], Condition] = {}
     for condition in conditions:
-        key = (condition.name, condition.negated)
+        key = (condition.name, condition.negated, condition.predicate)
         known = merged.get(key)
-        if known is None:
+        if known is None or condition.predicate != "in":
             merged[key] = condition
         elif not condition.negated:  # both hold: the options common to both
             common = tuple(o for o in known.options if o in condition.options) or condition.options
@@ -158,7 +160,10 @@ def _simplified(conditions: tuple[Condition, ...]) -> list[Condition]:
         else:
             merged[key] = Condition(condition.name, tuple(dict.fromkeys(known.options + condition.options)), True,
                                     known.default or condition.default)
-    return [c for c in merged.values() if not (c.negated and (c.name, False) in merged)]
+    return [c for c in merged.values() if not ((c.negated or c.predicate != "in") and (c.name, False, "in") in merged)]
+
+
+_AFFIX_VERBS = {"endswith": ("ends with", "does not end with"), "startswith": ("starts with", "does not start with")}
 
 
 def describe_conditions(conditions: tuple[Condition, ...], other_defaults: bool = True) -> str:
@@ -168,6 +173,10 @@ def describe_conditions(conditions: tuple[Condition, ...], other_defaults: bool 
     parts = []
     for condition in _simplified(conditions)[-2:]:
         default = condition.default
+        if condition.predicate != "in":
+            verb = _AFFIX_VERBS[condition.predicate][condition.negated]
+            parts.append(f"`{condition.name}` {verb} {condition.options[0]!r}")
+            continue
         text = f"`{condition.name}` is {'not ' if condition.negated else ''}{_quoted(condition.options, default)}"
         if other_defaults and default is not None and default not in condition.options:
             text += f" (default {default!r})"
@@ -181,10 +190,10 @@ def unnamed_defaults(paths: list[tuple[Condition, ...]]) -> str:
     defaults: dict[str, str] = {}
     named: dict[str, set[str]] = {}
     for path in paths:
-        for condition in path:
+        for condition in _simplified(path):
             if condition.default is not None:
                 defaults.setdefault(condition.name, condition.default)
-            if not condition.negated:
+            if condition.predicate == "in":  # `is not 'k2' (the default)` names the default too
                 named.setdefault(condition.name, set()).update(condition.options)
     missing = [f"`{name}` defaults to {default!r}" for name, default in defaults.items()
                if default not in named.get(name, set())]
@@ -210,17 +219,26 @@ def _named_by_callers(paths: list[tuple[Condition, ...]]) -> list[tuple[Conditio
     return list(dict.fromkeys(renamed))
 
 
+def _without_subsumed(paths: list[tuple[Condition, ...]]) -> list[tuple[Condition, ...]]:
+    """The paths that no other path covers: `mode` is 'k1' and `agg` is 'sum' says nothing more
+    once `mode` is 'k1' alone leads to the same finding."""
+    def words(path: tuple[Condition, ...]) -> frozenset:
+        return frozenset((c.name, c.options, c.negated, c.predicate) for c in path)
+    sets = [words(path) for path in paths]
+    return [path for path, mine in zip(paths, sets) if not any(other < mine for other in sets)]
+
+
 def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> str:
     """The configurations of several paths to one finding, each value named once: paths that
     differ only in the options of one value are joined (`is 'k3' or 'low_var_kl'`); with
     `defaults`, the defaults that are none of the options follow once (`unnamed_defaults`)."""
     paths = _named_by_callers(paths)
     groups: dict[tuple, list[tuple[Condition, ...]]] = {}
-    for path in paths:
-        simple = tuple(_simplified(path))
-        key = tuple((c.name, c.negated) for c in simple) + tuple(c for c in simple[:-1])
-        if simple and simple[-1].negated:
-            key += (simple[-1],)  # `is not 'a'` or `is not 'b'` is not `is not 'a' or 'b'`
+    for simple in _without_subsumed([tuple(_simplified(path)) for path in paths]):
+        key = tuple((c.name, c.negated, c.predicate) for c in simple) + tuple(c for c in simple[:-1])
+        if simple and (simple[-1].negated or simple[-1].predicate != "in"):
+            last = simple[-1]  # `is not 'a'` or `is not 'b'` is not `is not 'a' or 'b'`
+            key += ((last.name, last.options, last.negated, last.predicate),)
         groups.setdefault(key, []).append(simple)
     texts = []
     for members in groups.values():
@@ -229,7 +247,7 @@ def merge_paths(paths: list[tuple[Condition, ...]], defaults: bool = True) -> st
             continue
         options = tuple(dict.fromkeys(o for m in members for o in m[-1].options))
         default = next((m[-1].default for m in members if m[-1].default is not None), None)
-        joined = members[0][:-1] + (Condition(last.name, options, last.negated, default),)
+        joined = members[0][:-1] + (replace(last, options=options, default=default),)
         texts.append(describe_conditions(joined, other_defaults=False))
     texts = list(dict.fromkeys(texts))
     text = "; or when ".join(texts[:4]) + ("; ..." if len(texts) > 4 else "")

@@ -257,6 +257,8 @@ class Attributes:
                 default = base.default.get(str(key.value)) if isinstance(base.default, Mapping) else None
                 return ConfigValue(str(key.value), default.value if isinstance(default, Literal) else default,
                                    frame.module.source(node).strip())
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+                return _cut(base, node.slice[0].slice, node, frame)
             return ConfigValue(base.name, source=base.source)
         if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
             owner = base.name if isinstance(base, Unknown) else base.attr
@@ -282,7 +284,7 @@ class Attributes:
         for entry, value in mapping.items:
             for option in alternatives(value):
                 keys.setdefault(option, []).append(entry)
-        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested))
+        return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested, from_config=config is not None))
                       if keyed.static(o) else o for o, entries in keys.items()))
 
 
@@ -343,3 +345,27 @@ def is_property(method: FunctionRef) -> bool:
     node = method.node
     return isinstance(node, cst.FunctionDef) and any(
         dotted_name(d.decorator) in PROPERTY_DECORATORS for d in node.decorators)
+
+
+def _cut(config: ConfigValue, cut: cst.Slice, node: cst.Subscript, frame: Frame) -> ConfigValue:
+    """A slice of a configured string: `mode[:-1]` where the branch knows `mode` ends with a
+    one-character suffix is `mode` without it (compared as `mode` with the suffix, see
+    `ConfigValue.spelled`); any other slice is a value of its own, named as written."""
+    name = config.source or config.name
+    bound = cut.upper if cut.lower is None else cut.lower
+    count = None
+    if cut.step is None and (cut.lower is None) != (cut.upper is None):
+        if isinstance(bound, cst.UnaryOperation) and isinstance(bound.operator, cst.Minus) \
+                and isinstance(bound.expression, cst.Integer):
+            count = -int(bound.expression.value)
+        elif isinstance(bound, cst.Integer):
+            count = int(bound.value)
+    if count is not None and not (config.suffix or config.prefix):
+        predicate = "endswith" if cut.lower is None else "startswith"
+        for condition in frame.conditions:
+            affix = condition.options[0] if condition.options else ""
+            if condition.name == name and condition.predicate == predicate and not condition.negated \
+                    and len(affix) == abs(count) and (count < 0) == (predicate == "endswith"):
+                return replace(config, suffix=affix) if predicate == "endswith" else replace(config, prefix=affix)
+    source = frame.module.source(node).strip()
+    return ConfigValue(source, source=source)

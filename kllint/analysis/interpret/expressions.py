@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 import functools
-from dataclasses import replace
 
 import libcst as cst
 
 from kllint.analysis.algebra import OPERATORS
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.facts import BranchChoice
 from kllint.analysis.interpret.frames import Frame
@@ -127,17 +127,18 @@ class Expressions:
         return Mapping(tuple(items))
 
     def eval_IfExp(self, node: cst.IfExp, frame: Frame) -> Value:
-        decision, condition = self.decide(node.test, frame)
+        decision, then_paths, else_paths = self.branch_paths(node.test, frame)
         if decision is True:
             return self.eval(node.body, frame)
         if decision is False:
             return self.eval(node.orelse, frame)
-        if condition is not None:  # each branch under its condition, as the branches of an `if`
-            then = self.eval(node.body, frame.child(conditions=frame.conditions + (condition,)))
-            other = self.eval(node.orelse, frame.child(conditions=frame.conditions + (
-                replace(condition, negated=not condition.negated),)))
-        else:
-            then, other = self.eval(node.body, frame), self.eval(node.orelse, frame)
+        # each branch under its conditions, as the branches of an `if` (not under none it can take)
+        then_paths = tuple(p for p in then_paths if narrowed(frame.conditions + p) is not None) or then_paths
+        else_paths = tuple(p for p in else_paths if narrowed(frame.conditions + p) is not None) or else_paths
+        then = join(*(self.eval(node.body, frame.child(conditions=frame.conditions + path) if path else frame)
+                      for path in then_paths))
+        other = join(*(self.eval(node.orelse, frame.child(conditions=frame.conditions + path) if path else frame)
+                       for path in else_paths))
         if frame.emit:
             self._note_choice(node, then, other, frame)
         return join(then, other)

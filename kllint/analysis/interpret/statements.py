@@ -3,14 +3,13 @@ statically or explored with a condition on a mode value, then merged), loops (wi
 accumulators) and `with` blocks (gradient contexts)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterable
 
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
-from kllint.analysis import keyed
 from kllint.analysis.adapters import disables_adapters, yields_with_adapters_off
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
@@ -19,7 +18,7 @@ from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
-    Alts, ClassRef, Condition, ConfigValue, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
+    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
@@ -130,7 +129,9 @@ class Statements:
             self.eval(node.value, frame)
         elif isinstance(node, cst.Return):
             value = self.eval_coherent(node.value, frame) if node.value is not None else Literal(None)
-            frame.returns.append(value)
+            value = _returned_under(value, frame.conditions)
+            if value is not None:
+                frame.returns.append(value)
             frame.returned = True
             frame.return_nodes.append(node)
         elif isinstance(node, (cst.Import, cst.ImportFrom)):
@@ -174,29 +175,31 @@ class Statements:
         self.assign(node.target, new, frame, node)
 
     def exec_if(self, node: cst.If, frame: Frame) -> None:
-        decision, condition = self.decide(node.test, frame)
+        decision, then_paths, else_paths = self.branch_paths(node.test, frame)
         branches: list[tuple[list, tuple]] = []
         if decision is not False:
-            then_conditions = frame.conditions + ((condition,) if condition else ())
-            branches.append((list(node.body.body), then_conditions))
+            branches.extend((list(node.body.body), frame.conditions + path) for path in then_paths)
         if decision is not True:
-            else_conditions = frame.conditions + ((replace(condition, negated=not condition.negated),) if condition else ())
             orelse = node.orelse
-            if isinstance(orelse, cst.If):
-                branches.append(([orelse], else_conditions))
-            elif isinstance(orelse, cst.Else):
-                branches.append((list(orelse.body.body), else_conditions))
-            else:
-                branches.append(([], else_conditions))
+            statements = [orelse] if isinstance(orelse, cst.If) else list(orelse.body.body) if isinstance(orelse, cst.Else) else []
+            branches.extend((statements, frame.conditions + path) for path in else_paths)
+        # a branch no configuration can take (`mode == "k2"` where `mode` ends with '+') is not run
+        possible = [b for b in branches if narrowed(b[1]) is not None]
+        branches = possible or branches[-1:]
         envs = []
+        survivors = []
         for statements, conditions in branches:
             branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False)
             self.exec_block(statements, branch)
             if not branch.returned:
                 envs.append(branch.env)
+                survivors.append(branch.conditions)
         if not envs:
             frame.returned = True
             return
+        # what follows runs only after a branch that did not return: under the conditions
+        # all of those share (`if mode == "k1": return ...` leaves `mode` is not 'k1')
+        frame.conditions = tuple(c for c in survivors[0] if all(c in other for other in survivors[1:]))
         self._merge_envs(frame, envs)
 
     def _merge_envs(self, frame: Frame, envs: list[dict[str, Value]], include_current: bool = False) -> None:
@@ -209,78 +212,6 @@ class Statements:
             merged[name] = values[0] if all(v is values[0] for v in values) else join(*values)
         frame.env.clear()
         frame.env.update(merged)
-
-    def decide(self, test: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
-        """Decide a branch statically (True/False) or return a condition on a mode value."""
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-            comparison = test.comparisons[0]
-            if isinstance(test.left, cst.Name) and test.left.value == "__name__":
-                return True, None
-            # a string a run-time key picked is tested as the string itself
-            left = _unkeyed(self.eval(test.left, frame))
-            right = _unkeyed(self.eval(comparison.comparator, frame))
-            operator = comparison.operator
-            options = self._literal_options(right)
-            tested_node = test.left
-            if options is None:
-                if isinstance(operator, (cst.In, cst.NotIn)):
-                    return None, None  # `"key" in batch.keys()`: a membership test, not a mode taking a value
-                options, left = self._literal_options(left), right
-                tested_node = comparison.comparator
-            if options is not None:
-                negated = isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot))
-                if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)):
-                    return None, None
-                known = [o.value for o in alternatives(left) if isinstance(o, Literal)]
-                tested = dotted_name(tested_node) or frame.module.source(tested_node).strip()
-                if known and len(known) == len(alternatives(left)):
-                    hits = [k in options for k in known]
-                    if all(hits):
-                        return (not negated), None
-                    if not any(hits):
-                        return negated, None
-                    return None, Condition(tested, tuple(str(o) for o in options), negated, tested=tested)
-                config = next((o for o in alternatives(left) if isinstance(o, ConfigValue)), None)
-                name = (config.source or config.name) if config else tested
-                default = config.default if config and isinstance(config.default, str) else None
-                return None, Condition(name, tuple(str(o) for o in options), negated, default, tested)
-        if isinstance(test, cst.BooleanOperation):
-            return self._decide_boolean(test, frame)
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            decision, condition = self.decide(test.expression, frame)
-            if decision is not None:
-                return (not decision), None
-            return None, (replace(condition, negated=not condition.negated) if condition else None)
-        value = self.eval(test, frame)
-        known = [o for o in alternatives(value) if isinstance(o, Literal)]
-        if known and len(known) == len(alternatives(value)):
-            truths = {bool(o.value) for o in known}
-            if len(truths) == 1:
-                return truths.pop(), None
-        return None, None
-
-    def _decide_boolean(self, test: cst.BooleanOperation, frame: Frame) -> tuple[bool | None, Condition | None]:
-        """`a or b` / `a and b`: decided when one side settles it; otherwise the condition of the
-        side left open when the other side is known not to settle it."""
-        left, left_condition = self.decide(test.left, frame)
-        right, right_condition = self.decide(test.right, frame)
-        settles = isinstance(test.operator, cst.Or)  # the value of one side that decides the whole
-        if left is settles or right is settles:
-            return settles, None
-        if left is not None and right is not None:
-            return (not settles), None
-        if left is not None:
-            return None, right_condition
-        if right is not None:
-            return None, left_condition
-        return None, None
-
-    def _literal_options(self, value: Value) -> tuple | None:
-        if isinstance(value, Literal) and isinstance(value.value, str):
-            return (value.value,)
-        if isinstance(value, Sequence) and value.items and all(isinstance(i, Literal) for i in value.items):
-            return tuple(i.value for i in value.items)
-        return None
 
     def exec_loop(self, node: cst.For | cst.While, frame: Frame) -> None:
         body = list(node.body.body)
@@ -373,6 +304,24 @@ class Statements:
         return False
 
 
-def _unkeyed(value: Value) -> Value:
-    """`value` without the conditions of run-time keys that picked its alternatives."""
-    return join(*(inner for inner, _ in keyed.conditioned(value))) if keyed.has_keyed(value) else value
+def _returned_under(value: Value, conditions: tuple) -> Value:
+    """`value` returned under the branch conditions of the `return`: an estimate formed before
+    the branch (`forward` returned only when `mode` has no '+') is the result only under them.
+    A value already reduced (a loss aggregated by a mode of its own) keeps the conditions of
+    its estimate: the aggregation mode does not decide the estimator."""
+    if not conditions:
+        return value
+    options, changed = [], False
+    for option in alternatives(value):
+        anchor = option.anchor if isinstance(option, Tensor) and option.reduced is None else None
+        extra = tuple(c for c in conditions if c not in anchor.conditions) if anchor is not None else ()
+        if extra:
+            changed = True
+            if narrowed(anchor.conditions + extra) is None:
+                continue  # formed under a configuration this return excludes
+            option = option.with_(anchor=Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module,
+                                                anchor.conditions + extra, anchor.function, anchor.root))
+        options.append(option)
+    if not changed:
+        return value
+    return join(*options) if options else None
