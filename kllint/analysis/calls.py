@@ -17,7 +17,7 @@ from kllint.analysis.autograd import frozen_networks, records_gradients, without
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.definitions import parameter_names
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
-from kllint.analysis.fields import KEY_FIELD, constructor_fields, constructor_state
+from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.module import dotted_name
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LP, LPD, REF
@@ -51,10 +51,9 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
         init = it.find_method(func, "__init__")
-        pairs = constructor_fields(func, init.node if init is not None else None, args, kwargs)
-        for name, value in pairs:
+        for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
             it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
-        return Instance(func, constructor_state(pairs, node))
+        return Instance(func)
     if isinstance(func, Instance):
         # a callable object: `__call__`, or the `forward` of a module
         method = it.find_method(func.cls, "__call__") or it.find_method(func.cls, "forward")

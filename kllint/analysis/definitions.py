@@ -95,25 +95,13 @@ class LazyClass:
         nothing parsed)."""
         found = []
         for name, statement in self._methods.items():
-            for node in _statements(statement.body, 0):
+            for node in statement.body:
                 if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
                         and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                                 and t.value.id == "self" for t in node.targets)):
                     found.append(name)
                     break
         return found
-
-
-def _statements(body: list[ast.stmt], depth: int):
-    """The statements of a block, also those inside its branches, `with` and `try` blocks and
-    loops (three levels down), not those of nested definitions."""
-    for node in body:
-        yield node
-        if depth < 3 and isinstance(node, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
-            inner = node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
-            for handler in getattr(node, "handlers", []):
-                inner = inner + handler.body
-            yield from _statements(inner, depth + 1)
 
 
 def _is_property_accessor(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -9,7 +9,7 @@ import libcst as cst
 from kllint.analysis import terms as tm
 
 from kllint.analysis import keyed
-from kllint.analysis import roles
+from kllint.analysis.fields import constructor_fields, constructor_state
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import used_names
 from kllint.analysis.definitions import LazyClass, class_methods, parameter_names
@@ -128,9 +128,7 @@ class Names:
                         return self.eval(value, Frame(cls.module, {}, emit=False))
                     receiver = parameter_names(stmt)[:1]
                     made = self._project_constructor(value, cls.module, {name: Instance(cls) for name in receiver})
-                    # a network wrapper of the project (`self.ref_model = LLM(...)`) keeps the role its
-                    # name gives: the class cannot tell the policy's copy from the reference's
-                    if made is not None and roles.model_role(attr) is None:
+                    if made is not None:
                         return made
                 chosen = self._chosen_function(value, cls.module)
                 if chosen is not None:
@@ -238,10 +236,19 @@ class Names:
         if not any(isinstance(inner, ClassRef) for inner, _ in keyed.conditioned(func)):
             return None
         args, kwargs = self.call_arguments(call, frame)
-        made = [option for cls in alternatives(func) if isinstance(keyed.conditioned(cls)[0][0], ClassRef)
+        made = [keyed.lifted(lambda made: self._with_state(made, args, kwargs, call), option)
+                for cls in alternatives(func) if isinstance(keyed.conditioned(cls)[0][0], ClassRef)
                 for option in alternatives(self.call(cls, args, kwargs, call, frame))
                 if isinstance(keyed.conditioned(option)[0][0], Instance)]
         return join(*made) if made else None
+
+    def _with_state(self, instance: Instance, args: list[Value], kwargs: dict[str, Value], call: cst.Call) -> Instance:
+        """The instance a constructor call made, with the arguments it binds known statically
+        (kept only here, for instances stored on a module or on `self`: instances that differ
+        by their arguments are followed one by one, too costly for every construction)."""
+        init = self.find_method(instance.cls, "__init__")
+        pairs = constructor_fields(instance.cls, init.node if init is not None else None, args, kwargs)
+        return replace(instance, state=constructor_state(pairs, call))
 
     def constructed_attribute(self, instance: Instance, attr: str) -> Value | None:
         """`self.attr` of an instance whose constructor arguments are partly known
@@ -332,36 +339,12 @@ def _super_init_call(line: cst.CSTNode) -> cst.Call | None:
 
 
 def _stored_on_self(method: cst.FunctionDef | None, attr: str) -> list[cst.BaseExpression]:
-    """The values a method's own statements store as `self.attr = value`, in order, also inside
-    its branches, `with` and `try` blocks and loops (`if cfg.use_kl: self.kl = ...`)."""
+    """The values a method's own statements store as `self.attr = value`, in order."""
     if method is None or not isinstance(method.body, cst.IndentedBlock):
         return []
-    return list(_stores_in(method.body.body, f"self.{attr}", 0))
-
-
-def _stores_in(lines, target: str, depth: int):
-    for line in lines:
-        if isinstance(line, cst.SimpleStatementLine):
-            yield from (small.value for small in line.body if isinstance(small, cst.Assign)
-                        and any(dotted_name(t.target) == target for t in small.targets))
-        elif depth < 3 and isinstance(line, (cst.If, cst.With, cst.Try, cst.For, cst.While)):
-            yield from _stores_in(_inner_lines(line), target, depth + 1)
-
-
-def _inner_lines(statement: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
-    """The statements of a compound statement's blocks (an `elif` is one statement of them)."""
-    lines = list(statement.body.body)
-    orelse = getattr(statement, "orelse", None)
-    if isinstance(orelse, cst.If):
-        lines.append(orelse)
-    elif isinstance(orelse, cst.Else):
-        lines.extend(orelse.body.body)
-    if isinstance(statement, cst.Try):
-        for handler in statement.handlers:
-            lines.extend(handler.body.body)
-        if statement.finalbody is not None:
-            lines.extend(statement.finalbody.body.body)
-    return lines
+    return [small.value for line in method.body.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.Assign)
+            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)]
 
 
 def _stored_parameter(init: cst.FunctionDef, attr: str) -> str | None:
