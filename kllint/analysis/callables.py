@@ -10,7 +10,7 @@ from kllint.analysis.values import Literal, Mapping, Sequence, Unknown, Value
 
 # methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
 STRING_METHODS = frozenset({"endswith", "startswith", "lower", "upper", "strip", "rstrip", "lstrip", "removesuffix",
-                            "removeprefix", "replace"})
+                            "removeprefix", "replace", "split", "rsplit", "partition", "rpartition"})
 # views of a dict the analysis built (`losses.values()`)
 MAPPING_VIEWS = frozenset({"values", "items", "keys"})
 
@@ -46,13 +46,18 @@ class UnresolvedAttribute:
 
 
 def string_method(text: str, name: str, args: list[Value]) -> Value:
-    """The result of `text.name(*args)` when every argument is a literal string, else Unknown."""
-    if not all(isinstance(a, Literal) and isinstance(a.value, str) for a in args):
+    """The result of `text.name(*args)` when every argument is a literal string (or a count:
+    `path.rsplit(".", 1)`), else Unknown; the parts of a split are a tuple of strings."""
+    if not all(isinstance(a, Literal) and isinstance(a.value, (str, int)) and not isinstance(a.value, bool)
+               for a in args):
         return Unknown(name)
     try:
-        return Literal(getattr(text, name)(*(a.value for a in args)))
+        result = getattr(text, name)(*(a.value for a in args))
     except (TypeError, ValueError):
         return Unknown(name)
+    if isinstance(result, (list, tuple)):
+        return Sequence(tuple(Literal(part) for part in result))
+    return Literal(result)
 
 
 def mapping_view(mapping: Mapping, name: str) -> Value:

@@ -11,6 +11,7 @@ from typing import Any
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis import keyed
 from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
@@ -44,7 +45,8 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, Keyed):
-        return it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
+        result = it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
+        return keyed.under(result, (func.condition,))  # an instance made, a class returned: still chosen by the key
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
@@ -267,6 +269,10 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         target = argument(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, SinkKind.AUTOGRAD, qualname)
         return Unknown("gradients")
+    if qualname == "importlib.import_module" and args:
+        # a module named by a string the analysis knows is imported as an `import` statement would
+        return keyed.lifted(lambda path: it.resolve_import(path.value) if isinstance(path, Literal)
+                            and isinstance(path.value, str) and path.value else Unknown(last), args[0])
     if qualname == "functools.partial" and args:
         return join(*(Partial(f, tuple(args[1:]), tuple(kwargs.items())) for f in alternatives(args[0])))
     if qualname in fw.FUNCTION_WRAPPERS and args and any(isinstance(o, (FunctionRef, Partial)) for o in alternatives(args[0])):
@@ -342,11 +348,21 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         return Sequence((Sequence(tuple(it._element(a, node, frame) for a in args)),))
     if lowered == "enumerate" and args:
         return Sequence((Sequence((Unknown("index"), it._element(args[0], node, frame))),))
+    if lowered == "getattr" and len(args) >= 2 and any(isinstance(name, Literal) and isinstance(name.value, str)
+                                                        for name, _ in keyed.conditioned(args[1])):
+        # `getattr(module, "K3")`, `getattr(module, name)` of a name cut from a class path: an
+        # attribute read; `getattr(obj, name, default)` also gives the default
+        found = keyed.lifted(lambda obj, attr: it.attribute(obj, attr.value, node, frame)
+                             if isinstance(attr, Literal) and isinstance(attr.value, str) else Unknown(lowered),
+                             args[0], args[1])
+        return join(found, args[2]) if len(args) > 2 else found
     if lowered == "getattr" and len(args) >= 2:
         networks = [option for option in alternatives(args[0]) if isinstance(option, Model)
                     or (isinstance(option, Tensor) and it.algebra.has_roles(option.expr))]
         if networks:
             return join(*networks)  # `getattr(model, config.backbone_name)`: a part of that network
+    if lowered == "dict" and len(args) == 1 and not kwargs and all(isinstance(o, Mapping) for o in alternatives(args[0])):
+        return args[0]  # a copy of a dict the analysis built (`self.paths = dict(paths)`)
     if lowered in ("float", "int", "bool", "len", "print", "str", "repr", "isinstance", "hasattr", "getattr", "range", "enumerate", "zip", "reversed", "sorted", "list", "tuple", "dict", "set", "type", "id", "format"):
         if lowered in ("list", "tuple", "reversed", "sorted") and args:
             return args[0]

@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from kllint.analysis import keyed
 from kllint.analysis.definitions import parameter_names
 from kllint.analysis.roles import sink_kind
-from kllint.analysis.values import ClassRef, Model, Sequence, Tensor, Value, identity_key, alternatives, join
+from kllint.analysis.values import (
+    STARRED, ClassRef, Instance, Mapping, Model, Sequence, Tensor, Unknown, Value, identity_key, alternatives, join,
+)
 
 if TYPE_CHECKING:
     from kllint.analysis.algebra import Algebra
@@ -128,6 +131,27 @@ def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[V
     pairs = list(zip(params, args))
     pairs += [(name, value) for name, value in kwargs.items() if name in params]
     return pairs
+
+
+def constructor_state(pairs: list[tuple[str, Value]], node: cst.Call) -> tuple[tuple[str, Value], ...]:
+    """An instance's `state` from the arguments its constructor call binds (empty when none is
+    static: the instance is then like any other of its class). Another instance is not kept
+    (`Trainer(config=Config(...))`): instances that differ only by what they hold would be
+    followed one by one, each call of their methods computed afresh."""
+    kept = [(name, value) for name, value in pairs if _state_value(value)]
+    if not kept:
+        return ()
+    known = dict(kept)
+    state = tuple((name, known.get(name, Unknown(name))) for name, _ in pairs)
+    return state + (((STARRED, Unknown(STARRED)),) if any(arg.star for arg in node.args) else ())
+
+
+def _state_value(value: Value) -> bool:
+    """A static argument an instance keeps: not an instance (nor a container or key-picked
+    choice of instances)."""
+    return keyed.static(value) and not any(isinstance(inner, Instance) for inner, _ in keyed.conditioned(value)) and (
+        not isinstance(value, (Sequence, Mapping)) or all(
+            _state_value(item) for item in (value.items if isinstance(value, Sequence) else [v for _, v in value.items])))
 
 
 def class_field_names(node: Any) -> list[str]:

@@ -51,8 +51,9 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.grad_targets: set[str] = set()
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
-        self._open_aliases: set[int] = set()  # module-level aliases being resolved (`fused = Fn.apply`)
+        self._open_aliases: set = set()  # aliases, module instances and constructor stores being resolved
         self._instance_attributes: dict[tuple[int, str], Value | None] = {}
+        self._module_instances: dict[int, Value | None] = {}  # module-level instances of project classes
         self._plain_calls = {}  # memoised helper calls (typed on `Calls`)
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls = []  # the followed calls in progress, innermost last (typed on `Calls`)

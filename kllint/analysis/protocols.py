@@ -62,6 +62,14 @@ class InterpreterLike(Protocol):
         """A method of a class, through its bases."""
         ...
 
+    def attribute(self, base: Value, attr: str, node: cst.CSTNode, frame: FrameLike) -> Value:
+        """`base.attr` (also `getattr(base, "attr")`)."""
+        ...
+
+    def resolve_import(self, qualname: str, hops: int = 0) -> Value:
+        """What an imported dotted name refers to (a project module, class or function, or a library name)."""
+        ...
+
     def arith(self, op: str, left: Value, right: Value, node: cst.CSTNode, frame: FrameLike) -> Value:
         """`left op right`."""
         ...

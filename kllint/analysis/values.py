@@ -198,11 +198,18 @@ class ClassRef:
     module: Any = field(compare=False, hash=False, repr=False)
 
 
+STARRED = "*"  # in an instance's `state`: its constructor call passed `*args` or `**kwargs`
+
+
 @dataclass(frozen=True)
 class Instance:
-    """`self` (or an instance) of a project class."""
+    """`self` (or an instance) of a project class. `state`: the constructor's arguments that are
+    known without running anything (strings, numbers, dicts and tuples of them, classes), by the
+    name of the `__init__` parameter they bind, any other argument as `Unknown` (`STARRED`: the
+    call also passed `*args` or `**kwargs`); empty when no argument is known."""
 
     cls: ClassRef
+    state: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

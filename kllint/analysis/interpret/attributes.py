@@ -9,6 +9,7 @@ from typing import Any
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis import keyed
 from kllint.analysis import roles
 from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS
 from kllint.analysis.callables import BoundMethod as _BoundMethod
@@ -39,7 +40,9 @@ class Attributes:
             options.append(self.attribute(option, attr, node, frame))
         return join(*options)
 
-    def attribute(self, base: Value, attr: str, node: cst.Attribute, frame: Frame) -> Value:
+    def attribute(self, base: Value, attr: str, node: cst.CSTNode, frame: Frame) -> Value:
+        if isinstance(base, Keyed):  # a method of the instance a run-time key picked: under its condition
+            return keyed.lifted(lambda inner: self.attribute(inner, attr, node, frame), base)
         if isinstance(base, ModuleRef):
             if base.qualname.startswith("project:"):
                 module = self.index.load(base.qualname[len("project:"):])
@@ -53,9 +56,14 @@ class Attributes:
         if isinstance(base, Instance):
             method = self.find_method(base.cls, attr)
             if method is not None:
+                if base.state and isinstance(method.bound_self, Instance):
+                    method = replace(method, bound_self=base)  # its `self` knows its constructor's arguments
                 if is_property(method):  # `self.beta` of a `@property`: the getter's value
                     return self.call_function(method, [], {}, node, frame)
                 return method
+            constructed = self.constructed_attribute(base, attr) if base.state else None
+            if constructed is not None:
+                return constructed
             assigned = self.instance_attribute(base.cls, attr)
             if assigned is not None and not isinstance(assigned, Unknown):
                 return assigned
@@ -207,6 +215,8 @@ class Attributes:
         return join(*options)
 
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
+        if isinstance(base, Keyed):
+            return keyed.lifted(lambda inner: self.subscript(inner, key, node, frame), base)
         if isinstance(base, Literal) and isinstance(base.value, str):
             return _string_item(base.value, node.slice, key)
         if isinstance(base, Tensor):
@@ -263,7 +273,8 @@ class Attributes:
         return Unknown()
 
     def keyed_entries(self, mapping: Mapping, key: Value, key_node: cst.BaseExpression | None) -> Value:
-        """`mapping[key]` for a key known only at run time: every entry, a callable one under
+        """`mapping[key]` for a key known only at run time: every entry, one that is an object
+        rather than a tensor (a callable, a class, an instance, a string naming a class) under
         the condition that the key selects it (explored option by option like a mode string)."""
         config = next((o for o in alternatives(key) if isinstance(o, ConfigValue)), None)
         tested = (dotted_name(key_node) if key_node is not None else None) or "key"
@@ -274,7 +285,7 @@ class Attributes:
             for option in alternatives(value):
                 keys.setdefault(option, []).append(entry)
         return join(*(Keyed(o, Condition(name, tuple(entries), False, default, tested, from_config=config is not None))
-                      if isinstance(o, (FunctionRef, Partial, ClassRef)) else o for o, entries in keys.items()))
+                      if keyed.static(o) else o for o, entries in keys.items()))
 
 
 @dataclass(frozen=True)

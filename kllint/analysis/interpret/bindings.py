@@ -7,6 +7,7 @@ import libcst as cst
 from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
+from kllint.analysis import keyed
 from kllint.analysis import roles
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.facts import LossFact, RewardFact, SinkKind
@@ -14,7 +15,7 @@ from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
-from kllint.analysis.values import Alts, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
+from kllint.analysis.values import Alts, Keyed, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
 
 
 class Bindings:
@@ -69,7 +70,9 @@ class Bindings:
     def _item(self, value: Value, position: int, count: int) -> Value:
         options = []
         for option in alternatives(value):
-            if isinstance(option, Sequence) and len(option.items) == count:
+            if isinstance(option, Keyed):  # `path, name = entry.rsplit(".", 1)` of an entry a run-time key picked
+                options.append(keyed.lifted(lambda inner: self._item(inner, position, count), option))
+            elif isinstance(option, Sequence) and len(option.items) == count:
                 options.append(option.items[position])
             elif isinstance(option, Tensor) and option.kind == "pieces":
                 options.append(option.with_(kind=None))  # `first, second = logp.chunk(2)`

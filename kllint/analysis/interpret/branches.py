@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from kllint.analysis import keyed
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.module import dotted_name
-from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Value, alternatives
+from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Value, alternatives, join
 
 # more paths than this for one branch are not followed one by one: the branch then runs once,
 # under no condition of this test (what it did before tests were combined)
@@ -60,8 +61,9 @@ class Branches:
             comparison = test.comparisons[0]
             if isinstance(test.left, cst.Name) and test.left.value == "__name__":
                 return True, None
-            left = self.eval(test.left, frame)
-            right = self.eval(comparison.comparator, frame)
+            # a string a run-time key picked is tested as the string itself
+            left = _unkeyed(self.eval(test.left, frame))
+            right = _unkeyed(self.eval(comparison.comparator, frame))
             operator = comparison.operator
             options = self._literal_options(right)
             tested_node = test.left
@@ -138,3 +140,8 @@ def _product(first: Paths, second: Paths) -> Paths:
     """Both: each path of one joined with each path of the other."""
     paths = tuple(dict.fromkeys(tuple(dict.fromkeys(a + b)) for a in first for b in second))
     return paths if len(paths) <= MAX_PATHS else _ANY
+
+
+def _unkeyed(value: Value) -> Value:
+    """`value` without the conditions of run-time keys that picked its alternatives."""
+    return join(*(inner for inner, _ in keyed.conditioned(value))) if keyed.has_keyed(value) else value

@@ -154,7 +154,8 @@ class Calls:
             signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
             memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
-                        id(ref.bound_self.cls.node) if isinstance(ref.bound_self, Instance) else 0)
+                        (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
+                        else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
                 memo = self._plain_calls.get(variant)
                 if memo is None:
@@ -340,7 +341,7 @@ def _signature_of(values: list[Value]) -> tuple | None:
         elif isinstance(value, Model):
             parts.append(("model", value.role))
         elif isinstance(value, Instance):
-            parts.append(("instance", id(value.cls.node)))
+            parts.append(("instance", id(value.cls.node), value.state))
         elif isinstance(value, (Mapping, Sequence)):
             items = [v for _, v in value.items] if isinstance(value, Mapping) else list(value.items)
             inner = _signature_of(items)

@@ -8,19 +8,24 @@ from dataclasses import replace
 import libcst as cst
 from kllint.analysis import terms as tm
 
+from kllint.analysis import keyed
+from kllint.analysis.fields import constructor_fields, constructor_state
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import used_names
 from kllint.analysis.definitions import LazyClass, class_methods, parameter_names
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
-    ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
+    STARRED, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Tensor, Unknown, Value, alternatives,
+    join,
 )
 
 
 class Names:
     """Resolves names, module globals, instance attributes and imports (a mixin of the interpreter)."""
 
-    _open_aliases: set[int]  # set up by the interpreter
+    _open_aliases: set  # set up by the interpreter
+    _module_instances: dict[int, Value | None]
 
     def eval_Name(self, node: cst.Name, frame: Frame) -> Value:
         name = node.value
@@ -46,6 +51,10 @@ class Names:
         if constant is not None:
             if isinstance(constant, cst.Call) and self._library_constructor(constant, module):
                 return self.eval(constant, frame.child(module=module, env={}, emit=False))
+            if isinstance(constant, cst.Call):
+                made = self.module_instance(constant, module)
+                if made is not None:
+                    return made
             if isinstance(constant, (cst.Dict, cst.SimpleString, cst.Integer, cst.Float, cst.Tuple, cst.List, cst.ConcatenatedString)):
                 value = self.eval(constant, frame.child(module=module, env={}))
                 if isinstance(value, Mapping):
@@ -117,7 +126,8 @@ class Names:
                 if isinstance(value, cst.Call):
                     if self._library_constructor(value, cls.module):
                         return self.eval(value, Frame(cls.module, {}, emit=False))
-                    made = self._project_constructor(value, cls.module)
+                    receiver = parameter_names(stmt)[:1]
+                    made = self._project_constructor(value, cls.module, {name: Instance(cls) for name in receiver})
                     if made is not None:
                         return made
                 chosen = self._chosen_function(value, cls.module)
@@ -190,16 +200,88 @@ class Names:
             return value
         return None
 
-    def _project_constructor(self, call: cst.Call, module: ModuleInfo) -> Instance | None:
-        """`Estimator(config.kind)`: an instance of a project class (its constructor is not run)."""
-        name = dotted_name(call.func)
-        if name is None:
+    def module_instance(self, call: cst.Call, module: ModuleInfo) -> Value | None:
+        """A module-level name bound to an instance of a project class (`LOSSES = Registry("loss",
+        default_mapping={...})`): that instance with the arguments known statically (memoised
+        per statement); None for a call of anything else."""
+        key = id(call)
+        if key not in self._module_instances:
+            if key in self._open_aliases:
+                return None
+            self._open_aliases.add(key)
+            try:
+                self._module_instances[key] = self._project_constructor(call, module, plain_names_only=True)
+            finally:
+                self._open_aliases.discard(key)
+        return self._module_instances[key]
+
+    def _project_constructor(self, call: cst.Call, module: ModuleInfo, env: dict[str, Value] | None = None,
+                             plain_names_only: bool = False) -> Value | None:
+        """`Estimator(config.kind)`, `TABLE["k3"](coef)`, `REGISTRY.get(cfg.kind)(**cfg.args)`: an
+        instance of a project class, the class named or taken from a container or a registry's
+        lookup (under the condition of a run-time key); its constructor is not run, the
+        arguments known statically are kept. Evaluated without the method's locals but its
+        receiver (`env`: `self` as an instance of the class); None when the callee is no
+        project class."""
+        callee = call.func
+        while isinstance(callee, (cst.Call, cst.Subscript, cst.Attribute)):
+            if plain_names_only and not isinstance(callee, cst.Attribute):
+                return None  # a module constant: only a class named (`Registry(...)`), nothing run
+            callee = callee.func if isinstance(callee, cst.Call) else callee.value
+        if not isinstance(callee, cst.Name) or not (callee.value in module.classes or callee.value in module.imports
+                                                     or callee.value in module.constants):
             return None
-        head = name.split(".")[0]
-        if head not in module.classes and head not in module.imports:
+        frame = Frame(module, dict(env or {}), emit=False)
+        func = self.eval(call.func, frame)
+        if not any(isinstance(inner, ClassRef) for inner, _ in keyed.conditioned(func)):
             return None
-        value = self.eval(call.func, Frame(module, {}, emit=False))
-        return Instance(value) if isinstance(value, ClassRef) else None
+        args, kwargs = self.call_arguments(call, frame)
+        made = [keyed.lifted(lambda made: self._with_state(made, args, kwargs, call), option)
+                for cls in alternatives(func) if isinstance(keyed.conditioned(cls)[0][0], ClassRef)
+                for option in alternatives(self.call(cls, args, kwargs, call, frame))
+                if isinstance(keyed.conditioned(option)[0][0], Instance)]
+        return join(*made) if made else None
+
+    def _with_state(self, instance: Instance, args: list[Value], kwargs: dict[str, Value], call: cst.Call) -> Instance:
+        """The instance a constructor call made, with the arguments it binds known statically
+        (kept only here, for instances stored on a module or on `self`: instances that differ
+        by their arguments are followed one by one, too costly for every construction)."""
+        init = self.find_method(instance.cls, "__init__")
+        pairs = constructor_fields(instance.cls, init.node if init is not None else None, args, kwargs)
+        return replace(instance, state=constructor_state(pairs, call))
+
+    def constructed_attribute(self, instance: Instance, attr: str) -> Value | None:
+        """`self.attr` of an instance whose constructor arguments are partly known
+        (`instance.state`): what its `__init__` stores there (every store, joined), when a store
+        reads a parameter given a static argument and every value is static (a string, a dict of
+        class paths, a class); None otherwise (the class-wide view of `instance_attribute`
+        applies). A parameter given an argument the analysis cannot tell is unknown, one not
+        given takes its default (unless the call passed `*args` or `**kwargs`)."""
+        init = self.find_method(instance.cls, "__init__")
+        if init is None or not isinstance(init.node, cst.FunctionDef):
+            return None
+        stored = _stored_on_self(init.node, attr)
+        known = {name for name, value in instance.state if keyed.static(value)}
+        key = (id(init.node), attr)
+        if not any(known.intersection(used_names(value)) for value in stored) or key in self._open_aliases:
+            return None  # not computed from the known arguments, or read while computed (`self.x = f(self.x)`)
+        env: dict[str, Value] = dict(instance.state)
+        frame = Frame(init.module, env, emit=False, class_ref=init.owner)
+        names = parameter_names(init.node)
+        if names:
+            env[names[0]] = instance
+        params = init.node.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value not in env:
+                given = STARRED in env or param.default is None
+                env[param.name.value] = (Unknown(param.name.value) if given
+                                         else self.eval(param.default, frame.child(env={})))
+        self._open_aliases.add(key)
+        try:
+            value = join(*(self.eval(expression, frame) for expression in stored))
+        finally:
+            self._open_aliases.discard(key)
+        return value if all(keyed.static(option) for option in alternatives(value)) else None
 
     def resolve_import(self, qualname: str, hops: int = 0) -> Value:
         """The value an imported dotted name refers to: a project function, class or module, or
@@ -222,6 +304,8 @@ class Names:
             return self.resolve_import(module.imports[head], hops + 1)
         constant = module.constants.get(head) if head == rest and head in module.constants else None
         method = self.class_attribute_alias(constant, module) if constant is not None else None
+        if method is None and isinstance(constant, cst.Call):
+            method = self.module_instance(constant, module)  # `from pkg.losses import REGISTRY`
         if method is not None:
             return method
         if hops < 4:
