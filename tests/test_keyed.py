@@ -4,6 +4,7 @@ into known parts (`"pkg.mod.Class".rsplit(".", 1)`)."""
 import pytest
 
 from kllint.analysis import keyed
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.callables import string_method
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -22,8 +23,8 @@ def picks(*options: str, negated: bool = False, name: str = "cfg.kind") -> Condi
     ((picks("k1", negated=True), picks("k2", negated=True)), (picks("k1", "k2", negated=True),)),
     ((picks("k1"), picks("on", name="cfg.flag")), (picks("k1"), picks("on", name="cfg.flag"))),
 ])
-def test_merged_conditions(conditions, expected) -> None:
-    assert keyed.merged(conditions) == expected
+def test_conditions_of_one_lookup_are_merged_or_contradict(conditions, expected) -> None:
+    assert narrowed(conditions, strict=True) == expected
 
 
 def test_lifted_keeps_only_coherent_pairs() -> None:

@@ -13,13 +13,15 @@ from dataclasses import replace
 from kllint.analysis.values import Condition
 
 
-def narrowed(conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
+def narrowed(conditions: tuple[Condition, ...], strict: bool = False) -> tuple[Condition, ...] | None:
     """`conditions` with the conditions on each value known to take one of some options (a
-    positive `in` condition) replaced by one `in` condition on the options all of them admit.
+    positive `in` condition) replaced by one `in` condition on the options all of them admit,
+    and its `is not` conditions joined into one.
 
     Returns None when the conditions on a configuration value admit no option at all (the path
-    is impossible). Conditions on a plain local name are never judged contradictory: two helpers
-    may test different values under one parameter name.
+    is impossible). Conditions on a plain local name are judged so only when `strict` (they all
+    come from one lookup, `kllint.analysis.keyed`): two helpers may test different values under
+    one parameter name.
     """
     groups: dict[str, list[Condition]] = {}
     for condition in conditions:
@@ -27,23 +29,17 @@ def narrowed(conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
     if all(len(group) == 1 for group in groups.values()):
         return conditions
     out: list[Condition] = []
-    done: set[str] = set()
-    for condition in conditions:
-        name = condition.name
-        if name in done:
-            continue
-        done.add(name)
-        group = groups[name]
+    for name, group in groups.items():
         positive = [c for c in group if c.predicate == "in" and not c.negated]
         if len(group) == 1:
             out.extend(group)
             continue
         if not positive:
-            out.extend(_without_excluded(group))
+            out.extend(_without_excluded(_negations_joined(group)))
             continue
         options = tuple(o for o in positive[0].options if all(c.admits(o) for c in group))
         if not options:
-            if all(c.from_config for c in group):
+            if strict or all(c.from_config for c in group):
                 return None
             out.extend(group)  # a local name reused: keep what each test said
             continue
@@ -51,6 +47,15 @@ def narrowed(conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
         out.append(Condition(name, options, False, default, positive[0].tested, "in",
                              all(c.from_config for c in group)))
     return tuple(out)
+
+
+def _negations_joined(group: list[Condition]) -> list[Condition]:
+    """`is not 'a'` and `is not 'b'` as one `is not 'a' or 'b'`."""
+    negations = [c for c in group if c.predicate == "in" and c.negated]
+    if len(negations) < 2:
+        return group
+    joined = replace(negations[0], options=tuple(dict.fromkeys(o for c in negations for o in c.options)))
+    return [joined if c is negations[0] else c for c in group if c is negations[0] or c not in negations]
 
 
 def _without_excluded(group: list[Condition]) -> list[Condition]:

@@ -11,11 +11,11 @@ conditions can hold together: the module of the `k1` entry never meets the class
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import islice, product
 from typing import Callable
 
 from kllint.analysis.callables import BoundMethod
+from kllint.analysis.conditions import narrowed
 from kllint.analysis.values import (
     ClassRef, Condition, FunctionRef, Instance, Keyed, Literal, Mapping, ModuleRef, Partial, Sequence, Unknown,
     Value, alternatives, join,
@@ -66,45 +66,13 @@ def under(value: Value, conditions: tuple[Condition, ...]) -> Value:
     return join(*options)
 
 
-def merged(conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
-    """The conditions that hold together, those on the same value merged (`key` is `k3` and
-    `key` is one of `k1, k3` is `key` is `k3`); None when they contradict each other."""
-    by_name: dict[str, Condition] = {}
-    others: list[Condition] = []
-    for condition in conditions:
-        current = by_name.get(condition.name)
-        if current is None or "in" != condition.predicate or "in" != current.predicate:
-            by_name.setdefault(condition.name, condition)  # a suffix test (`endswith`) is not merged
-            if current is not None and condition is not current:
-                others.append(condition)
-            continue
-        combined = _both(current, condition)
-        if combined is None:
-            return None
-        by_name[condition.name] = combined
-    return tuple(by_name.values()) + tuple(others)
-
-
-def _both(first: Condition, second: Condition) -> Condition | None:
-    if first.negated and second.negated:
-        options = first.options + tuple(o for o in second.options if o not in first.options)
-        return replace(first, options=options)
-    if first.negated:
-        first, second = second, first
-    if second.negated:
-        options = tuple(o for o in first.options if o not in second.options)
-    else:
-        options = tuple(o for o in first.options if o in second.options)
-    return replace(first, options=options) if options else None
-
-
 def lifted(function: Callable[..., Value], *values: Value) -> Value:
     """`function` applied to each combination of the alternatives of `values` (at most
     MAX_COMBINATIONS), without their `Keyed` wrappers; each result is chosen under the
     conditions of its operands, and a combination whose conditions contradict is dropped."""
     results = []
     for combination in islice(product(*(conditioned(v) for v in values)), MAX_COMBINATIONS):
-        conditions = merged(tuple(c for _, held in combination for c in held))
+        conditions = narrowed(tuple(c for _, held in combination for c in held), strict=True)
         if conditions is None:
             continue
         results.append(under(function(*(inner for inner, _ in combination)), conditions))
