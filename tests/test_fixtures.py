@@ -3,7 +3,8 @@ see tests/extra_cases.py).
 
 Grammar:
 - `# expect: KL102,KL201` at the end of a line: each listed code must be reported there.
-- `# ok`: a line a naive tool is likely to flag; nothing may be reported there.
+- `# ok`: a line a naive tool is likely to flag; nothing may be reported there (no finding's
+  primary location, even one whose trace passes through an expected line).
 - any other line: nothing expected.
 
 A diagnostic matches an expectation when the codes are equal and the annotated line lies in
@@ -171,6 +172,7 @@ def check_annotated_file(file: Path) -> None:
     matched_keys = {(d.code, d.span.line) for d in matched}
     extras = [d for d in diagnostics
               if not any(d is m for m in matched) and (d.code, d.span.line) not in matched_keys]
+    on_ok_lines = [d for d in diagnostics if d.span.line in notes.ok_lines and not any(d is e for e in extras)]
 
     problems: list[str] = []
     for note in result.internal_errors:
@@ -179,6 +181,8 @@ def check_annotated_file(file: Path) -> None:
         problems.append(f"  MISS  line {line}: expected {code}  | {text_of(line)}")
     for d in extras:
         problems.append(f"  EXTRA line {d.span.line}: {_describe(d, file)}  | {text_of(d.span.line)}")
+    for d in on_ok_lines:  # matched through its trace, but placed on a line that must stay clean
+        problems.append(f"  ON OK LINE {d.span.line}: {_describe(d, file)}  | {text_of(d.span.line)}")
     assert not problems, f"{file}:\n" + "\n".join(problems)
 
 

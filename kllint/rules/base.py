@@ -34,6 +34,7 @@ class RuleContext:
     choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
     direct_forwards: set = field(default_factory=set)  # node ids of reference forwards seen with no call stack
     _pending: dict = field(default_factory=dict)
+    _roots: dict = field(default_factory=dict)  # finding key -> [(root cause, step of a later clamp or None)]
     _once: set = field(default_factory=set)
 
     def first(self, code: str, key: object) -> bool:
@@ -72,10 +73,15 @@ class RuleContext:
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
                estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "",
-               subject: str = "") -> None:
+               subject: str = "", root: object = None, clamped: Step | None = None) -> None:
         """Record a finding at `anchor` (localised in the checked file). `message` may hold
         `{subject}`, the estimate's words (`subject`); findings of one code at one place from
-        several paths are merged, each configuration said once (`diagnostics`)."""
+        several paths are merged, each configuration said once (`diagnostics`).
+
+        `root` names the estimate and sink a finding is about; `clamped`, the step where that
+        estimate was clamped on this path, after it was formed. An estimate that reaches the sink
+        clamped on one path and unclamped on another is one root cause: `diagnostics` keeps the
+        finding of the unclamped path and shows the clamp as a step of its trace."""
         if narrowed(anchor.conditions) is None:
             return  # no configuration takes this path
         located = self.localize(anchor, call_sites, call_stack, fallback)
@@ -90,6 +96,8 @@ class RuleContext:
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
         path = (anchor.conditions, variant, subject, fix)
+        if root is not None:
+            self._roots.setdefault(key, []).append(((code, root), clamped))
         if key in self._pending:
             _, paths, steps = self._pending[key]
             paths.append(path)
@@ -107,6 +115,8 @@ class RuleContext:
         into its message, each value named once (`when kl_loss_type is 'k3' or 'low_var_kl'`);
         when they lead to different estimators, the message says which one each gives."""
         out = []
+        for key in self._clamped_echoes():
+            del self._pending[key]
         for diagnostic, paths, steps in self._pending.values():
             diagnostic = replace(diagnostic, trace=render(steps))
             fixes = {p[3] for p in paths}
@@ -116,6 +126,27 @@ class RuleContext:
                 fix = Fix("display-only", fix.description)
             out.append(replace(diagnostic, message=_merged_message(diagnostic, paths), fix=fix))
         return sorted(out, key=lambda d: d.sort_key)
+
+
+    def _clamped_echoes(self) -> list:
+        """The findings that only repeat another's root cause through a clamp (every path to
+        them clamps an estimate that also reaches the same sink unclamped, reported elsewhere);
+        the clamp steps are added to the trace of the finding that stays."""
+        unclamped: dict = {}
+        for key, roots in self._roots.items():
+            for root, clamp in roots:
+                if clamp is None:
+                    unclamped.setdefault(root, key)
+        echoes = []
+        for key, roots in self._roots.items():
+            if not all(clamp is not None and unclamped.get(root, key) != key for root, clamp in roots):
+                continue
+            echoes.append(key)
+            for root, clamp in roots:
+                steps = self._pending[unclamped[root]][2]
+                if all(getattr(s, "anchor", None) != clamp.anchor for s in steps):
+                    steps.append(clamp)
+        return echoes
 
 
 def _merged_message(diagnostic: Diagnostic, paths: list[tuple]) -> str:

@@ -17,7 +17,7 @@ from kllint.rules.fixes import estimate_for
 from kllint.rules.kl_fixes import loss_rewrite
 from kllint.rules.loss_terms import LossTerm, loss_terms
 from kllint.rules.reward import judge_reward_term
-from kllint.rules.trace import loss_trace
+from kllint.rules.trace import loss_trace, root_cause
 
 
 def framework(item: LossTerm):
@@ -36,9 +36,10 @@ def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help:
     note = None
     if straight_through(item):
         note = f"straight-through term: the {wording.short_name(item.term.estimator.name)} value, the log-ratio as gradient coefficient"
+    root, clamped = root_cause(item.term, ctx.algebra.table, item.fact.sink) if at_estimate else (None, None)
     ctx.report(code, anchor, message, help=help, trace=loss_trace(item.term, item.fact, ctx.algebra.table, note),
                call_sites=item.term.call_sites if at_estimate else (), call_stack=item.fact.call_stack,
-               fallback=item.term.entry or item.fact.sink, subject=subject(item), **extra)
+               fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped, **extra)
 
 
 def straight_through(item: LossTerm) -> bool:

@@ -11,7 +11,7 @@ from kllint.rules.base import RuleContext, estimator_words
 from kllint.rules.fixes import estimate_for
 from kllint.rules.flow import reaches_loss, reward_symbols
 from kllint.rules.kl_fixes import reward_rewrite
-from kllint.rules.trace import reward_trace
+from kllint.rules.trace import reward_trace, root_cause
 
 
 def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
@@ -35,6 +35,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
     if name in ("reference-ratio", "surrogate"):
         return
     trace = reward_trace(term, fact, algebra.table)
+    root, clamped = root_cause(term, algebra.table, fact.sink)
     framework = wording.framework_at(term.anchor, fact.sink)
     proven = not term.assumed or term.anchor.function in ctx.differentiating
     if pathwise and LP in algebra.table.role_symbols(term.expr) and proven:
@@ -42,7 +43,8 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    f"{{subject}} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help=wording.detach_reward_help(framework),
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
-                   fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "")
+                   fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "",
+                   root=root, clamped=clamped)
     if name not in (None, "k1"):
         ctx.report("KL302", term.anchor,
                    "{subject} is used as a reward: only k1 gives an unbiased gradient"
@@ -50,7 +52,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    help=wording.k1_reward_help(framework),
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name,
-                   subject=estimator_words(term))
+                   subject=estimator_words(term), root=root, clamped=clamped)
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,

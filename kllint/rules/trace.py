@@ -125,6 +125,18 @@ def at_anchor(term: KLTerm, table: SymbolTable) -> tm.Term:
     return expr
 
 
+def root_cause(term: KLTerm, table: SymbolTable, sink: Anchor) -> tuple[tuple, Step | None]:
+    """What a finding on `term` reaching `sink` is about: the place where the estimate was formed
+    before a clamp applied to it last (`x.clamp(...)` keeps the estimate: a clamp that may or may
+    not run is the same root cause either way), and the step of that clamp (None if the estimate
+    is not a clamp of the value formed before it)."""
+    expr = at_anchor(term, table)
+    if isinstance(expr, Clamp) and term.trace and term.trace[-1].expr == expr.args[0]:
+        before = term.trace[-1].anchor
+        return (before.path, before.node_id, sink.node_id), Step(term.anchor, "clamped on another path")
+    return (term.anchor.path, term.anchor.node_id, sink.node_id), None
+
+
 def formation_steps(term: KLTerm, table: SymbolTable, estimate: str | None = None) -> list[Step]:
     """The places the estimate was built at, ending with the estimate itself (one step per line:
     the value completed there). `estimate`: the note of the estimate's own step instead of its
