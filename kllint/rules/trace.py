@@ -133,7 +133,7 @@ def root_cause(term: KLTerm, table: SymbolTable, sink: Anchor) -> tuple[tuple, S
     expr = at_anchor(term, table)
     if isinstance(expr, Clamp) and term.trace and term.trace[-1].expr == expr.args[0]:
         before = term.trace[-1].anchor
-        return (before.path, before.node_id, sink.node_id), Step(term.anchor, "clamped on another path")
+        return (before.path, before.node_id, sink.node_id), Step(term.anchor, "also used clamped")
     return (term.anchor.path, term.anchor.node_id, sink.node_id), None
 
 
