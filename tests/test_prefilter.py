@@ -243,3 +243,15 @@ def test_helper_module_with_a_coding_cookie_is_followed(tmp_path):
     settings = Settings()
     result = run(list(discover([str(package / "train.py")], settings)), settings, jobs=1)
     assert "KL102" in {d.code for d in result.diagnostics}
+
+
+def test_a_number_about_log_probs_is_not_log_probs():
+    # a size, count or length named after the log-probs it measures (`num_logps`, a chunk size
+    # of a log-prob service) is a number: reading it as log-probs turned the result of a call it
+    # was passed to into a policy log-prob (fixture KL302/logprob_chunk_size_is_a_number.py)
+    from kllint.analysis import roles
+
+    for name in ("compute_logps_micro_batch_size", "_logprob_chunk_size", "num_logps", "ref_logps_len"):
+        assert roles.logprob_role(name) is None, name
+    for name in ("ref_logps_chunk", "old_per_token_logps", "logps_batch", "seq_logps"):
+        assert roles.logprob_role(name) is not None, name

@@ -61,10 +61,28 @@ def is_logits_name(name: str) -> bool:
     return any(t in ("logit", "logits") for t in tokens(name))
 
 
+# The head noun of a snake_case name is its last word, and a count its first: a name that ends in
+# one of these (`logps_micro_batch_size`, `logprob_chunk_len`) or starts with `num`
+# (`num_logps`) names a number about log-probs, never the log-probs themselves
+QUANTITY_TAIL_TOKENS = frozenset({"size", "sizes", "count", "counts", "len", "length", "lengths", "dim", "dims",
+                                  "shape", "shapes", "idx", "index", "indices", "bytes"})
+QUANTITY_HEAD_TOKENS = frozenset({"num", "n"})
+
+
+def names_a_quantity(name: str) -> bool:
+    """Whether a name of several words names a number (a size, count, length, index) by its
+    head word: `compute_logps_micro_batch_size`, `num_logps`."""
+    toks = [p.lower() for p in _SPLIT.split(name) if p]
+    return len(toks) > 1 and (toks[-1] in QUANTITY_TAIL_TOKENS or toks[0] in QUANTITY_HEAD_TOKENS)
+
+
 @lru_cache(maxsize=16384)
 def logprob_role(name: str) -> str | None:
-    """`reference`, `old` or `policy` for a log-prob-like name; None otherwise."""
+    """`reference`, `old` or `policy` for a log-prob-like name; None otherwise (also for a name
+    of a number about log-probs, `names_a_quantity`)."""
     if not is_logprob_name(name) and name.lower() not in ("ref", "reference", "pi_ref", "base", "old"):
+        return None
+    if names_a_quantity(name):
         return None
     if _has(name, NOT_TENSOR_TOKENS - {"params", "state"}) and not is_logprob_name(name):
         return None
