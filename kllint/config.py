@@ -10,11 +10,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from kllint.rules.registry import select_codes
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -225,12 +220,23 @@ def _read_config(path: Path) -> str:
     return read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
 
 
+def _toml() -> Any:
+    """`tomllib` (`tomli` on Python 3.10), imported when a configuration file is first read: a run
+    with none (a pre-commit hook in a checkout without one) does not pay for importing it."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib
+
+
 def load_file(path: Path, base: Settings | None = None) -> Settings | None:
     """Settings from one pyproject.toml (None when it has no [tool.kllint]) or kllint.toml.
 
     Raises:
         ConfigError: unreadable TOML or an invalid table.
     """
+    tomllib = _toml()
     try:
         data = tomllib.loads(_read_config(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
@@ -282,6 +288,7 @@ def _config_in(folder: Path) -> Path | None:
         if candidate.is_file():
             if name == "kllint.toml":
                 return candidate
+            tomllib = _toml()
             try:
                 tool = tomllib.loads(_read_config(candidate)).get("tool", {})
                 if not isinstance(tool, dict) or "kllint" in tool:

@@ -98,8 +98,10 @@ def too_long_chain(text: str, outline: ast.AST | None = None) -> str | None:
     return None
 
 
-def guarded_parse_module(source: str) -> libcst.Module:
+def guarded_parse_module(source: str, *, validate: bool = True) -> libcst.Module:
     """`libcst.parse_module`, refusing texts that would overflow the native parser's stack.
+    `validate=False` skips libcst's node validation (`kllint.unvalidated`): only for source that
+    is known to be Python.
 
     Raises:
         RecursionError: the text is screened out by `too_long_chain`.
@@ -108,6 +110,10 @@ def guarded_parse_module(source: str) -> libcst.Module:
     reason = too_long_chain(source)
     if reason is not None:
         raise RecursionError(reason)
+    if not validate:
+        from kllint.unvalidated import parse_unvalidated
+
+        return parse_unvalidated(source)
     import libcst
 
     return libcst.parse_module(source)

@@ -241,3 +241,26 @@ def test_an_empty_select_selects_no_rule():
     assert Settings(select=()).active_codes == frozenset()
     assert Settings(select=(), extend_select=("KL102",)).active_codes == frozenset({"KL102"})
     assert "KL102" in Settings().active_codes
+
+
+def test_a_run_without_a_configuration_file_never_imports_tomllib(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    import kllint
+
+    env = dict(os.environ, PYTHONPATH=str(Path(kllint.__file__).resolve().parents[1]))  # this checkout's kllint
+    (tmp_path / "train.py").write_text("import torch\n\n\ndef loss(logp, ref):\n"
+                                       "    return (torch.exp(ref - logp) - (ref - logp) - 1).mean()\n")
+    probe = ("import contextlib, io, json, sys\nfrom kllint.cli import cli\nout = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+             "    cli(['check', 'train.py', '--no-cache', '--output-format', 'json'], standalone_mode=False)\n"
+             "print(len(json.loads(out.getvalue())), 'tomllib' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path,
+                          env=env)
+    assert done.stdout.split() == ["2", "False"]
+    (tmp_path / "pyproject.toml").write_text('[tool.kllint]\nignore = ["KL201"]\n')
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path,
+                          env=env)
+    assert done.stdout.split() == ["1", "True"]

@@ -147,7 +147,9 @@ class ModuleInfo:
         header = "class _:\n" if site.indented else ""
         node: cst.BaseStatement | None = None
         try:
-            tree = guarded_parse_module(header + snippet)  # screens out what would crash libcst
+            # screens out what would crash libcst; the module's text is Python (its outline
+            # parsed), so the nodes of its definitions need no validation
+            tree = guarded_parse_module(header + snippet, validate=False)
         except (cst.ParserSyntaxError, RecursionError):
             tree = None
         if tree is not None and tree.body:
