@@ -96,8 +96,8 @@ class RuleContext:
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
         path = (anchor.conditions, variant, subject, fix)
-        if root is not None:
-            self._roots.setdefault(key, []).append(((code, root), clamped))
+        # a path with no root cause named is never an echo: it keeps its finding
+        self._roots.setdefault(key, []).append(((code, root) if root is not None else None, clamped))
         if key in self._pending:
             _, paths, steps = self._pending[key]
             paths.append(path)
@@ -127,7 +127,6 @@ class RuleContext:
             out.append(replace(diagnostic, message=_merged_message(diagnostic, paths), fix=fix))
         return sorted(out, key=lambda d: d.sort_key)
 
-
     def _clamped_echoes(self) -> list:
         """The findings that only repeat another's root cause through a clamp (every path to
         them clamps an estimate that also reaches the same sink unclamped, reported elsewhere);
@@ -135,11 +134,12 @@ class RuleContext:
         unclamped: dict = {}
         for key, roots in self._roots.items():
             for root, clamp in roots:
-                if clamp is None:
+                if clamp is None and root is not None:
                     unclamped.setdefault(root, key)
         echoes = []
         for key, roots in self._roots.items():
-            if not all(clamp is not None and unclamped.get(root, key) != key for root, clamp in roots):
+            if not all(clamp is not None and root is not None and unclamped.get(root, key) != key
+                       for root, clamp in roots):
                 continue
             echoes.append(key)
             for root, clamp in roots:
