@@ -26,12 +26,17 @@ COMPOUND_SUFFIXES = frozenset({"model", "policy", "net", "logp", "logps", "logpr
 
 
 @lru_cache(maxsize=16384)
+def words(name: str) -> list[str]:
+    """The lower-case words of a snake_case or camelCase name, in order."""
+    return [p.lower() for p in _SPLIT.split(name) if p]
+
+
 def tokens(name: str) -> tuple[str, ...]:
     """The lower-case tokens of a name or key; none for a string with whitespace (a message such
     as `"the reference model"`, never a key or a name), which therefore gives no role."""
     if _WHITESPACE.search(name):
         return ()
-    parts = [p.lower() for p in _SPLIT.split(name) if p]
+    parts = words(name)
     joined = "_".join(parts)
     # "log_probs", "log_prob", "log_p" -> one token as well
     extra = []
@@ -72,7 +77,7 @@ QUANTITY_HEAD_TOKENS = frozenset({"num", "n"})
 def names_a_quantity(name: str) -> bool:
     """Whether a name of several words names a number (a size, count, length, index) by its
     head word: `compute_logps_micro_batch_size`, `num_logps`."""
-    toks = [p.lower() for p in _SPLIT.split(name) if p]
+    toks = words(name)
     return len(toks) > 1 and (toks[-1] in QUANTITY_TAIL_TOKENS or toks[0] in QUANTITY_HEAD_TOKENS)
 
 

@@ -34,7 +34,6 @@ class RuleContext:
     choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
     direct_forwards: set = field(default_factory=set)  # node ids of reference forwards seen with no call stack
     _pending: dict = field(default_factory=dict)
-    _roots: dict = field(default_factory=dict)  # finding key -> [(root cause, step of a later clamp or None)]
     _once: set = field(default_factory=set)
 
     def first(self, code: str, key: object) -> bool:
@@ -95,9 +94,8 @@ class RuleContext:
         lines = {(s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in trace}
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
-        path = (anchor.conditions, variant, subject, fix)
-        # a path with no root cause named is never an echo: it keeps its finding
-        self._roots.setdefault(key, []).append(((code, root) if root is not None else None, clamped))
+        # a path whose root cause is not named is never a clamped echo: it keeps its finding
+        path = (anchor.conditions, variant, subject, fix, (code, root) if root is not None else None, clamped)
         if key in self._pending:
             _, paths, steps = self._pending[key]
             paths.append(path)
@@ -115,8 +113,7 @@ class RuleContext:
         into its message, each value named once (`when kl_loss_type is 'k3' or 'low_var_kl'`);
         when they lead to different estimators, the message says which one each gives."""
         out = []
-        for key in self._clamped_echoes():
-            del self._pending[key]
+        self._merge_clamped_echoes()
         for diagnostic, paths, steps in self._pending.values():
             diagnostic = replace(diagnostic, trace=render(steps))
             fixes = {p[3] for p in paths}
@@ -127,26 +124,24 @@ class RuleContext:
             out.append(replace(diagnostic, message=_merged_message(diagnostic, paths), fix=fix))
         return sorted(out, key=lambda d: d.sort_key)
 
-    def _clamped_echoes(self) -> list:
-        """The findings that only repeat another's root cause through a clamp (every path to
-        them clamps an estimate that also reaches the same sink unclamped, reported elsewhere);
-        the clamp steps are added to the trace of the finding that stays."""
+    def _merge_clamped_echoes(self) -> None:
+        """Drop the findings that only repeat another's root cause through a clamp (every path to
+        them clamps an estimate that also reaches the same sink unclamped, reported elsewhere),
+        and add their clamp steps to the trace of the finding that stays."""
         unclamped: dict = {}
-        for key, roots in self._roots.items():
-            for root, clamp in roots:
+        for key, (_, paths, _) in self._pending.items():
+            for *_, root, clamp in paths:
                 if clamp is None and root is not None:
                     unclamped.setdefault(root, key)
-        echoes = []
-        for key, roots in self._roots.items():
+        for key, (_, paths, _) in list(self._pending.items()):
             if not all(clamp is not None and root is not None and unclamped.get(root, key) != key
-                       for root, clamp in roots):
+                       for *_, root, clamp in paths):
                 continue
-            echoes.append(key)
-            for root, clamp in roots:
+            del self._pending[key]
+            for *_, root, clamp in paths:
                 steps = self._pending[unclamped[root]][2]
                 if all(getattr(s, "anchor", None) != clamp.anchor for s in steps):
                     steps.append(clamp)
-        return echoes
 
 
 def _merged_message(diagnostic: Diagnostic, paths: list[tuple]) -> str:
