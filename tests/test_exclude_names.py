@@ -1,9 +1,10 @@
 """Excludes made only of plain names are decided without pathspec, with pathspec's answers.
 
-`kllint.pipeline.discovery._matches` skips pathspec when no component of the path is one of the
+`kllint.pipeline.discovery._matches` (named paths) and `_Excludes` (a folder walk) skip pathspec when no component of the path is one of the
 excluded names and every pattern is a plain name; these tests compare it with pathspec's own
 answer on paths that do and do not hold an excluded name, and check that a pre-commit style run
-(named files, `--force-exclude`, the default excludes) does not import pathspec at all.
+(named files, `--force-exclude`, the default excludes) and a walk of a folder without an
+excluded name or a `.gitignore` do not import pathspec at all.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pathspec
 import pytest
 
 from kllint.config import DEFAULT_EXCLUDES
-from kllint.pipeline.discovery import _matches, _plain_names
+from kllint.config import Settings
+from kllint.pipeline.discovery import _Excludes, _matches, _plain_names
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -73,3 +75,41 @@ def test_named_files_with_default_excludes_do_not_import_pathspec(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "pathspec" in done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("patterns", [DEFAULT_EXCLUDES, DEFAULT_EXCLUDES + ("generated",), ("*_pb2.py",),
+                                      ("build/",), ("src/build",)])
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_walk_excludes_agree_with_pathspec(patterns, suffix):
+    excludes = _Excludes(Settings(exclude=patterns))
+    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    for rel in PATHS:
+        assert excludes.match_file(rel + suffix) == spec.match_file(rel + suffix), rel
+
+
+def _walk(tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
+    command = [sys.executable, "-X", "importtime", "-m", "kllint", "check", "--no-cache", "--output-format",
+               "json", "."]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+
+def test_walk_without_excluded_names_does_not_import_pathspec(tmp_path):
+    k3_loss = ("import torch\n\n\ndef kl_loss(logp, ref_logp):\n"
+               "    return (torch.exp(ref_logp - logp) - (ref_logp - logp) - 1).mean()\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(k3_loss)
+    done = _walk(tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert '"src/train.py"' in done.stdout
+    assert "pathspec" not in done.stderr
+    # an excluded folder met on the way is skipped (pathspec decides), and so is a .gitignore's
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gen.py").write_text(k3_loss)
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "try.py").write_text(k3_loss)
+    (tmp_path / ".gitignore").write_text("scratch/\n")
+    done = _walk(tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "pathspec" in done.stderr
+    assert '"src/train.py"' in done.stdout and "gen.py" not in done.stdout and "try.py" not in done.stdout

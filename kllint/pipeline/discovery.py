@@ -51,8 +51,9 @@ class Discovered:
 
 
 # pathspec is imported where a pattern is matched, not at the top: importing it (it pulls in
-# asyncio) costs about a fifth of a pre-commit run's start-up, and a run over named files whose
-# excludes are all plain names (the default ones) never needs it (`_plain_names`)
+# asyncio) costs about a fifth of a pre-commit run's start-up, and a run over named files or a
+# walk that meets no excluded name and no `.gitignore` never needs it while the excludes are
+# plain names (the default ones: `_plain_names`)
 @lru_cache(maxsize=256)
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
     import pathspec
@@ -74,16 +75,27 @@ def _plain_names(patterns: tuple[str, ...]) -> frozenset[str] | None:
     return None
 
 
-def _exclude_spec(settings: Settings) -> pathspec.PathSpec:
-    return _spec(tuple(settings.exclude) + tuple(settings.extend_exclude))
+class _Excludes:
+    """The exclude patterns of one folder's settings, matched like `pathspec` matches them; while
+    the patterns are plain names (the default ones) and no part of a path is one of them, the
+    answer (no match) needs no `pathspec`, so a walk that meets no excluded name never imports it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.patterns = tuple(settings.exclude) + tuple(settings.extend_exclude)
+        self.names = _plain_names(self.patterns)
+
+    def match_file(self, path: str) -> bool:
+        if self.names is not None and self.names.isdisjoint(path.split("/")):
+            return False
+        return _spec(self.patterns).match_file(path)
 
 
 def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
-    import pathspec
-
     ignore_file = folder / ".gitignore"
     if not ignore_file.is_file():
         return None
+    import pathspec
+
     try:
         from kllint.pipeline.source import read_regular
 
@@ -207,7 +219,7 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
             # os.walk enters no symbolic link, so below a real parent a folder is its child
             here_resolved = real_folders[folder] = parent / here.name if parent is not None else here.resolve()
             local = settings.for_folder(here, here_resolved)
-            spec = _exclude_spec(local)
+            spec = _Excludes(local)
             root = local.root or cwd
             if root not in real_roots:
                 real_roots[root] = root.resolve()
