@@ -51,6 +51,7 @@ class LazyFunction:
 
     @property
     def name(self) -> str:
+        """The definition's name, from its outline."""
         return self.outline.name
 
     @property
