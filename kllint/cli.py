@@ -10,7 +10,7 @@ import click
 from kllint import __version__
 from kllint.config import OUTPUT_FORMATS
 from kllint.console import stderr_console
-from kllint.exit import fast_exit
+from kllint.exit import exits_fast, fast_exit
 from kllint.report.visible import visible
 from kllint.rules.registry import BY_CODE, RULES, rule_page
 
@@ -206,6 +206,7 @@ def _one_line(exc: click.ClickException) -> str:
 def main() -> None:
     """Console-script entry point: no traceback ever. Usage errors are one line (exit 2),
     unexpected errors `internal error: ...` (exit 2), Ctrl+C exits 130 and SIGTERM 143."""
+    exits_fast()
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM

@@ -165,15 +165,16 @@ def open_cache(options: CheckOptions) -> "ResultCache | None":
 
 
 def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
-             jobs: int = 1, cache: "ResultCache | None" = None) -> RunResult:
+             jobs: int = 1, cache: "ResultCache | None" = None, keep_index: bool = False) -> RunResult:
     if not show_progress:
-        return run(files, resolver, jobs=jobs, cache=cache)
+        return run(files, resolver, jobs=jobs, cache=cache, keep_index=keep_index)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err.get() if isinstance(err, LazyStderr) else err, transient=True) as bar:
         task = bar.add_task("check", total=len(files))
-        return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache)
+        return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache,
+                   keep_index=keep_index)
 
 
 def _plural(count: int, word: str) -> str:
@@ -262,7 +263,8 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     jobs = options.jobs if options.jobs is not None else default_jobs()
     cache = open_cache(options)
     try:
-        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache)
+        result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache,  # fixes analyse again
+                          keep_index=not (options.fix or options.diff or options.add_noqa))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     # errors always; remarks (a time budget run out, ...) and warnings (unknown codes in

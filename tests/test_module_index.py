@@ -118,9 +118,34 @@ def test_spans_of_every_node_of_parsed_definitions_match_the_whole_file():
 def test_methods_resolve_through_lazy_classes_and_bases():
     module = _module()
     trainer = module.classes["Trainer"]
-    assert class_method(trainer, "helper").name.value == "helper"
+    helper = class_method(trainer, "helper")
+    assert helper.name == "helper" and not module._parsed  # looked up, not parsed
+    assert helper.node.name.value == "helper" and helper.node is trainer.method("helper")
     assert class_method(trainer, "missing") is None
     assert [cst.Module([]).code_for_node(b.value) for b in trainer.bases] == ["(Base)"]
+
+
+def test_outline_answers_parameters_and_decorators_as_the_parsed_definition_does():
+    text = ("import functools, torch\n\n\nclass C(Base):\n"
+            "    @staticmethod\n    @functools.cached_property\n    @torch.no_grad()\n"
+            "    def f(a, b=1, /, c=2, *args, d, e=3, **kw):\n        pass\n\n"
+            "    def __init__(self, config, *, mode='x'):\n        x = 1; super().__init__(config)\n"
+            "        self.cfg = self.other = config\n        self.mode = 'fixed'\n\n"
+            "    def g(self):\n        if x:\n            super().__init__()\n            self.cfg = self\n")
+    from kllint.analysis.definitions import parameter_names
+    from kllint.analysis.interpret.attributes import decorator_names
+    module = _module(text)
+    cls = module.classes["C"]
+    lazy = [cls.function(name) for name in ("f", "__init__", "g")]
+    answers = [(parameter_names(f), parameter_names(f, keyword_only=False), decorator_names(f)) for f in lazy]
+    assert not module._parsed
+    assert answers == [(parameter_names(f.node), parameter_names(f.node, keyword_only=False), decorator_names(f.node))
+                       for f in lazy]
+    assert answers[0][0] == ["a", "b", "c", "d", "e"] and answers[0][2] == ["staticmethod", "functools.cached_property", None]
+    init, g = lazy[1], lazy[2]
+    assert init.calls_super_init() and init.stores_parameter("cfg") and init.stores_parameter("other")
+    assert not init.stores_parameter("mode")  # a constant, not a parameter
+    assert not g.calls_super_init() and not g.stores_parameter("cfg")  # nested in an `if`: not its own statements
 
 
 def test_function_at_finds_nested_definitions():

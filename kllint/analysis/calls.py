@@ -51,7 +51,7 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
         init = it.find_method(func, "__init__")
-        for name, value in constructor_fields(func, init.node if init is not None else None, args, kwargs):
+        for name, value in constructor_fields(func, init.definition if init is not None else None, args, kwargs):
             it.fields.write(name, it.detach_value(value) if frame.no_grad else value, id(node))
         return Instance(func)
     if isinstance(func, Instance):

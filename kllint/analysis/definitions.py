@@ -1,6 +1,7 @@
 """The parts of a module that libcst parses on demand: its classes (`LazyClass`, methods parsed one
-at a time), top-level functions and constants (`LazyDefinitions`, `LazyConstants`), the `Site`
-each comes from, and the identifiers and calls of an `ast` outline. The `ModuleInfo` of
+at a time), top-level functions and constants (`LazyDefinitions`, `LazyConstants`), each
+function or method as a `LazyFunction` (parsed only when its body is needed), the `Site` each
+comes from, and the identifiers and calls of an `ast` outline. The `ModuleInfo` of
 `kllint.analysis.module` owns them (they read its text and parse through it)."""
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from kllint.analysis.outline import FUNCTION_DEFS, called_names, identifiers
+from kllint.analysis.outline import FUNCTION_DEFS, called_names, dotted, identifiers
 from kllint.pipeline.source import statement_lines
 
 @dataclass(frozen=True)
@@ -31,11 +32,70 @@ class Site:
         return cls(start, end, first.lstrip("\f")[:1] in (" ", "\t"))
 
 
+class LazyFunction:
+    """A function or method of the module, known from its `ast` outline: libcst parses it on the
+    first read of `node`, when the analysis runs its body. Looking it up, and asking its name,
+    its parameters or its decorators, parses nothing: a method that is only looked up (an
+    `__init__` whose parameters a constructor call binds, a `@property` test, a callback never
+    called) costs no libcst parse. One per definition (its owner keeps it), so the parsed node,
+    whose `id` keys the interpreter's memo, is the same for every reference."""
+
+    __slots__ = ("_module", "site", "outline", "_node", "_parsed")
+
+    def __init__(self, module: "ModuleInfo", site: Site, outline: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._module = module  # the owner's proxy: no cycle through the module
+        self.site = site
+        self.outline = outline
+        self._node: cst.FunctionDef | None = None
+        self._parsed = False
+
+    @property
+    def name(self) -> str:
+        """The definition's name, from its outline."""
+        return self.outline.name
+
+    @property
+    def node(self) -> cst.FunctionDef | None:
+        """The libcst definition, parsed on first access (None when libcst rejects it)."""
+        if not self._parsed:
+            self._node = self._module.definition(self.site)
+            self._parsed = True
+        return self._node
+
+    def parameter_names(self, keyword_only: bool = True) -> list[str]:
+        """`parameter_names` of the definition, from its outline."""
+        args = self.outline.args
+        names = [a.arg for a in (*args.posonlyargs, *args.args)]
+        return names + [a.arg for a in args.kwonlyargs] if keyword_only else names
+
+    def decorator_names(self) -> list[str | None]:
+        """The dotted name of each decorator (`staticmethod`, `functools.cached_property`), None
+        for one that is not a plain dotted name (a call: `@torch.no_grad()`), from the outline."""
+        return [dotted(decorator) for decorator in self.outline.decorator_list]
+
+    def calls_super_init(self) -> bool:
+        """Whether a statement of its body (not nested) is a call `super().__init__(...)`, from
+        the outline: the constructor can pass its parameters up only then."""
+        return any(isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                   and isinstance(statement.value.func, ast.Attribute) and statement.value.func.attr == "__init__"
+                   and isinstance(statement.value.func.value, ast.Call)
+                   and dotted(statement.value.func.value.func) == "super" for statement in self.outline.body)
+
+    def stores_parameter(self, attr: str) -> bool:
+        """Whether a statement of its body (not nested) stores one of its parameters as
+        `self.<attr> = <parameter>`, from the outline."""
+        names = set(self.parameter_names())
+        return any(isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name)
+                   and statement.value.id in names and any(dotted(target) == f"self.{attr}" for target in statement.targets)
+                   for statement in self.outline.body)
+
+
 class LazyClass:
     """A class of the module: its methods are parsed with libcst one at a time, on demand.
 
     Offers what the analysis reads of a `cst.ClassDef`: `name.value`, `bases` (`cst.Arg`s),
-    `method(name)`, `method_names`, and `assigns_attribute(attr)` (which methods assign `self.attr`).
+    `method(name)` (parsed), `function(name)` (a `LazyFunction`, not parsed yet), `method_names`,
+    and `assigns_attribute(attr)` (which methods assign `self.attr`).
     """
 
     def __init__(self, module: "ModuleInfo", node: ast.ClassDef) -> None:
@@ -49,6 +109,7 @@ class LazyClass:
                     continue  # `@x.setter` / `@x.deleter`: reading `obj.x` still runs the getter
                 self._methods[statement.name] = statement  # the last one wins, as in Python
         self._bases: list[cst.Arg] | None = None
+        self._functions: dict[str, LazyFunction] = {}
 
     @property
     def method_names(self) -> list[str]:
@@ -61,11 +122,20 @@ class LazyClass:
         """`called_names` of a method (from its outline, nothing parsed)."""
         return called_names(self._methods[name])
 
+    def function(self, name: str) -> LazyFunction | None:
+        """The method `name` defined in the class body, not parsed yet; None when there is none."""
+        found = self._functions.get(name)
+        if found is None:
+            statement = self._methods.get(name)
+            if statement is None:
+                return None
+            found = self._functions[name] = LazyFunction(self.module, Site.of(statement, self.module.lines), statement)
+        return found
+
     def method(self, name: str) -> cst.FunctionDef | None:
-        statement = self._methods.get(name)
-        if statement is None:
-            return None
-        return self.module.definition(Site.of(statement, self.module.lines))
+        """The method `name`, parsed (None when absent or when libcst rejects it)."""
+        found = self.function(name)
+        return found.node if found is not None else None
 
     @property
     def bases(self) -> list[cst.Arg]:
@@ -134,18 +204,32 @@ class _LazyNames:
 
 
 class LazyDefinitions(_LazyNames):
-    """name -> `cst.FunctionDef`, parsed on first access."""
+    """name -> `cst.FunctionDef`, parsed on first access; `function(name)`: the `LazyFunction`."""
+
+    def __init__(self, module: "ModuleInfo") -> None:
+        super().__init__(module)
+        self._functions: dict[str, LazyFunction] = {}
+
+    def function(self, name: str) -> LazyFunction | None:
+        """The top-level function `name`, not parsed yet; None when the module defines none."""
+        found = self._functions.get(name)
+        if found is None:
+            site = self._sites.get(name)
+            if site is None:
+                return None
+            found = self._functions[name] = LazyFunction(self._module, site, self._outlines[name])
+        return found
 
     def __getitem__(self, name: str) -> cst.FunctionDef:
-        node = self._module.definition(self._sites[name])
+        node = self.get(name)
         if node is None:
             raise KeyError(name)
         return node
 
     def get(self, name: str) -> cst.FunctionDef | None:
         """The parsed definition, or None when absent or when libcst rejects it."""
-        site = self._sites.get(name)
-        return self._module.definition(site) if site is not None else None
+        found = self.function(name)
+        return found.node if found is not None else None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._sites)
@@ -192,10 +276,12 @@ def _assigned_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | N
     return None
 
 
-def class_method(cls: cst.ClassDef | LazyClass, name: str) -> cst.FunctionDef | None:
-    """The method `name` defined in the body of a class (lazy or parsed), else None."""
+def class_method(cls: cst.ClassDef | LazyClass, name: str) -> cst.FunctionDef | LazyFunction | None:
+    """The method `name` defined in the body of a class, else None: a `LazyFunction` (not parsed
+    yet) of a class of the module's outline, the `cst.FunctionDef` of a class parsed whole (one
+    nested in a function)."""
     if isinstance(cls, LazyClass):
-        return cls.method(name)
+        return cls.function(name)
     for statement in cls.body.body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
             return statement
@@ -209,9 +295,12 @@ def class_methods(cls: cst.ClassDef | LazyClass) -> list[cst.FunctionDef]:
     return [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
 
 
-def parameter_names(fdef: cst.FunctionDef | cst.Lambda, keyword_only: bool = True) -> list[str]:
+def parameter_names(fdef: cst.FunctionDef | cst.Lambda | LazyFunction, keyword_only: bool = True) -> list[str]:
     """The names of a definition's parameters in order: positional ones, then (with
-    `keyword_only`) keyword-only ones; `*args` and `**kwargs` are not among them."""
+    `keyword_only`) keyword-only ones; `*args` and `**kwargs` are not among them. A
+    `LazyFunction` answers from its outline, unparsed."""
+    if isinstance(fdef, LazyFunction):
+        return fdef.parameter_names(keyword_only)
     params = fdef.params
     names = [p.name.value for p in (*params.posonly_params, *params.params)]
     return names + [p.name.value for p in params.kwonly_params] if keyword_only else names

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from kllint.analysis import keyed
-from kllint.analysis.definitions import parameter_names
+from kllint.analysis.definitions import LazyFunction, parameter_names
 from kllint.analysis.roles import sink_kind
 from kllint.analysis.values import (
     STARRED, ClassRef, Instance, Mapping, Model, Sequence, Tensor, Unknown, Value, identity_key, alternatives, join,
@@ -119,11 +119,12 @@ class FieldStore:
         return any(self.changed.get(name, 0) > version for name in names)
 
 
-def constructor_fields(cls: ClassRef, init: cst.FunctionDef | None, args: list[Value],
+def constructor_fields(cls: ClassRef, init: cst.FunctionDef | LazyFunction | None, args: list[Value],
                        kwargs: dict[str, Value]) -> list[tuple[str, Value]]:
     """The fields a constructor call `Cls(a, b, name=c)` fills: by the parameters of `__init__`
-    (conventionally stored under their own names), else by the annotated fields of the class
-    body in order (a dataclass or named tuple)."""
+    (conventionally stored under their own names; a `LazyFunction` names them from its outline,
+    unparsed), else by the annotated fields of the class body in order (a dataclass or named
+    tuple)."""
     if init is not None:
         params = parameter_names(init)[1:]
     else:

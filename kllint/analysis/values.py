@@ -160,14 +160,22 @@ class Model:
 
 @dataclass(frozen=True)
 class FunctionRef:
-    """A function defined in the project (resolved lazily through the index)."""
+    """A function defined in the project (resolved lazily through the index). `definition` is
+    its libcst node (a nested definition, a lambda) or, for a top-level function or a method, a
+    `kllint.analysis.definitions.LazyFunction`, parsed only when `node` is read."""
 
     qualname: str
-    node: cst.FunctionDef | cst.Lambda = field(compare=False, hash=False, repr=False)
+    definition: Any = field(compare=False, hash=False, repr=False)
     module: Any = field(compare=False, hash=False, repr=False)
     bound_self: Any = field(default=None, compare=False, hash=False, repr=False)
     class_name: str | None = None
     owner: Any = field(default=None, compare=False, hash=False, repr=False)  # the defining ClassRef
+
+    @property
+    def node(self) -> cst.FunctionDef | cst.Lambda | None:
+        """The function's libcst node, parsed on first use (None when libcst rejects it)."""
+        definition = self.definition
+        return definition if isinstance(definition, (cst.FunctionDef, cst.Lambda)) else definition.node
 
 
 @dataclass(frozen=True)

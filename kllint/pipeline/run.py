@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from kllint.analysis.index import IndexPerRoot, forget_package_roots
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
+from kllint.exit import keep_until_exit
 from kllint.memory import analysis_thresholds
 from kllint.pipeline.cache import cacheable
 from kllint.pipeline.discovery import Discovered
@@ -41,7 +42,7 @@ class RunResult:
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
-        cache: "ResultCache | None" = None, prefilter: bool = True) -> RunResult:
+        cache: "ResultCache | None" = None, prefilter: bool = True, keep_index: bool = False) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets the closest configuration:
@@ -51,6 +52,9 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     processes (the output is the same as with one job).
     `cache` (a `kllint.pipeline.cache.ResultCache`) supplies the results of unchanged files and
     keeps the new ones. `prefilter=False` (for tests) analyses every file in this process.
+    `keep_index`: the last project index is not freed when the run returns but held until the
+    process ends, if it ends with `kllint.exit.fast_exit` (a check on the command line that
+    only reports after the run: `kllint.exit.keep_until_exit`).
 
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
@@ -98,6 +102,8 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
                 if outcome.stopped:
                     indexes.drop()
                 done(position, outcome)
+        if keep_index:
+            keep_until_exit(indexes)
 
     if cache is not None:
         cache.flush()

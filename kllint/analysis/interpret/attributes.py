@@ -17,7 +17,7 @@ from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
-from kllint.analysis.definitions import class_method
+from kllint.analysis.definitions import LazyFunction, class_method
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -165,11 +165,12 @@ class Attributes:
         return self._method_of(cls, name, cls, seen)
 
     def _method_of(self, cls: ClassRef, name: str, receiver: ClassRef, seen: int) -> FunctionRef | None:
-        stmt = class_method(cls.node, name)
-        if stmt is not None:
-            kind = _method_kind(stmt)
+        definition = class_method(cls.node, name)  # not parsed: only a call that is followed parses it
+        if definition is not None:
+            kind = _method_kind(definition)
             bound = None if kind == "staticmethod" else receiver if kind == "classmethod" else Instance(receiver)
-            return FunctionRef(f"{cls.name}.{name}", stmt, cls.module, bound_self=bound, class_name=cls.name, owner=cls)
+            return FunctionRef(f"{cls.name}.{name}", definition, cls.module, bound_self=bound, class_name=cls.name,
+                               owner=cls)
         if seen > 4:
             return None
         for base in self.project_bases(cls):
@@ -325,14 +326,20 @@ def _int_literal(node: cst.BaseExpression) -> int | None:
     return None
 
 
-def _method_kind(node: cst.FunctionDef) -> str | None:
+def decorator_names(definition: cst.FunctionDef | cst.Lambda | LazyFunction) -> list[str | None]:
+    """The dotted name of each decorator of a definition (None for one that is not a dotted
+    name); a `LazyFunction` answers from its `ast` outline, unparsed."""
+    if isinstance(definition, LazyFunction):
+        return definition.decorator_names()
+    if isinstance(definition, cst.FunctionDef):
+        return [dotted_name(decorator.decorator) for decorator in definition.decorators]
+    return []
+
+
+def _method_kind(definition: cst.FunctionDef | LazyFunction) -> str | None:
     """`staticmethod` or `classmethod` for a method so decorated (its first parameter is not the
     instance), else None."""
-    for decorator in node.decorators:
-        name = dotted_name(decorator.decorator)
-        if name in ("staticmethod", "classmethod"):
-            return name
-    return None
+    return next((name for name in decorator_names(definition) if name in ("staticmethod", "classmethod")), None)
 
 
 PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property",
@@ -342,9 +349,7 @@ PROPERTY_DECORATORS = frozenset({"property", "cached_property", "functools.cache
 def is_property(method: FunctionRef) -> bool:
     """A method decorated `@property` (or `@cached_property`): reading the attribute of an
     instance runs it and gives its result, it is not a bound method."""
-    node = method.node
-    return isinstance(node, cst.FunctionDef) and any(
-        dotted_name(d.decorator) in PROPERTY_DECORATORS for d in node.decorators)
+    return any(name in PROPERTY_DECORATORS for name in decorator_names(method.definition))
 
 
 def _cut(config: ConfigValue, cut: cst.Slice, node: cst.Subscript, frame: Frame) -> ConfigValue:

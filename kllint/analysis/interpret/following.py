@@ -134,7 +134,9 @@ class Calls:
         as long as its whole call tree still fits under MAX_DEPTH there and enters no function
         that is running at the new call site; other results are reused at the same depth only.
         """
-        fdef = ref.node
+        fdef = ref.node  # parsed here, on the first call of a function looked up so far
+        if fdef is None:
+            return Unknown(ref.qualname)  # libcst rejects its text: its body cannot be followed
         key = id(fdef)
         if self.carries(list(args) + list(kwargs.values())):
             self.carrying_calls.add(id(node))

@@ -41,8 +41,8 @@ class Names:
         return self.global_value(name, frame.module, frame)
 
     def global_value(self, name: str, module: ModuleInfo, frame: Frame) -> Value:
-        if name in module.functions and module.functions.get(name) is not None:
-            return FunctionRef(name, module.functions[name], module)
+        if name in module.functions:
+            return FunctionRef(name, module.functions.function(name), module)
         if name in module.classes:
             return ClassRef(name, module.classes[name], module)
         if name in module.imports:
@@ -88,8 +88,8 @@ class Names:
         """The definitions the module's decorators store in `registry`, by key."""
         items = []
         for key, definition in module.registries.get(registry, ()):
-            if definition in module.functions and module.functions.get(definition) is not None:
-                items.append((key, FunctionRef(definition, module.functions[definition], module)))
+            if definition in module.functions:
+                items.append((key, FunctionRef(definition, module.functions.function(definition), module)))
             elif definition in module.classes:
                 items.append((key, ClassRef(definition, module.classes[definition], module)))
         return tuple(items)
@@ -118,8 +118,8 @@ class Names:
         return self._instance_attributes[key]
 
     def _find_instance_attribute(self, cls: ClassRef, attr: str) -> Value | None:
-        node = cls.node
-        methods = ([node.method(name) for name in node.assigns_attribute(attr)] if isinstance(node, LazyClass)
+        node = cls.node  # a lazy class's methods are parsed one at a time, up to the first that answers
+        methods = ((node.method(name) for name in node.assigns_attribute(attr)) if isinstance(node, LazyClass)
                    else class_methods(node))
         for stmt in methods:
             for value in _stored_on_self(stmt, attr):
@@ -144,7 +144,10 @@ class Names:
         class's constructor as its own parameter annotated with a configuration class
         (`def __init__(self, config: ActorConfig): super().__init__(config)` over a base's
         `self.config = config`): that configuration, with the class's defaults."""
-        init = cls.node.method("__init__") if isinstance(cls.node, LazyClass) else None
+        constructor = cls.node.function("__init__") if isinstance(cls.node, LazyClass) else None
+        if constructor is None or not constructor.calls_super_init():
+            return None  # read from the outline: most constructors are never parsed here
+        init = constructor.node
         if init is None or not isinstance(init.body, cst.IndentedBlock):
             return None
         for line in init.body.body:
@@ -152,9 +155,10 @@ class Names:
             if call is None:
                 continue
             for base in self.project_bases(cls):
-                if not isinstance(base.node, LazyClass):
+                base_constructor = base.node.function("__init__") if isinstance(base.node, LazyClass) else None
+                if base_constructor is None or not base_constructor.stores_parameter(attr):
                     continue
-                base_init = base.node.method("__init__")
+                base_init = base_constructor.node
                 stored = _stored_parameter(base_init, attr) if base_init is not None else None
                 passed = _argument_for(call, base_init, stored) if stored is not None else None
                 if isinstance(passed, cst.Name):
@@ -247,7 +251,7 @@ class Names:
         (kept only here, for instances stored on a module or on `self`: instances that differ
         by their arguments are followed one by one, too costly for every construction)."""
         init = self.find_method(instance.cls, "__init__")
-        pairs = constructor_fields(instance.cls, init.node if init is not None else None, args, kwargs)
+        pairs = constructor_fields(instance.cls, init.definition if init is not None else None, args, kwargs)
         return replace(instance, state=constructor_state(pairs, call))
 
     def constructed_attribute(self, instance: Instance, attr: str) -> Value | None:
@@ -296,8 +300,8 @@ class Names:
         if not rest:
             return ModuleRef(f"project:{module.name}")
         head = rest.split(".")[0]
-        if head in module.functions and module.functions.get(head) is not None:
-            return FunctionRef(head, module.functions[head], module)
+        if head in module.functions:
+            return FunctionRef(head, module.functions.function(head), module)
         if head in module.classes:
             return ClassRef(head, module.classes[head], module)
         if head in module.imports and module.imports[head] != qualname:
