@@ -49,6 +49,7 @@ class LazyClass:
                     continue  # `@x.setter` / `@x.deleter`: reading `obj.x` still runs the getter
                 self._methods[statement.name] = statement  # the last one wins, as in Python
         self._bases: list[cst.Arg] | None = None
+        self._hooks: frozenset[str] | None = None
 
     @property
     def method_names(self) -> list[str]:
@@ -60,6 +61,22 @@ class LazyClass:
     def method_calls(self, name: str) -> frozenset[str]:
         """`called_names` of a method (from its outline, nothing parsed)."""
         return called_names(self._methods[name])
+
+    def hooks(self) -> frozenset[str]:
+        """The methods this class leaves to its subclasses: those it declares without a body
+        that computes anything (`@abstractmethod`, only `raise NotImplementedError`, `pass` or
+        `...` after a docstring), and those its methods call on `self` without defining them
+        (read from `ast`, nothing parsed)."""
+        if self._hooks is None:
+            declared = {name for name, statement in self._methods.items() if _is_abstract(statement)}
+            called = {name for statement in self._methods.values() for name in _self_calls(statement)}
+            self._hooks = frozenset(declared | (called - set(self._methods)))
+        return self._hooks
+
+    def self_calls(self, name: str) -> frozenset[str]:
+        """The names the method `name` calls as `self.<name>(...)` (from `ast`, nothing parsed)."""
+        statement = self._methods.get(name)
+        return frozenset(_self_calls(statement)) if statement is not None else frozenset()
 
     def method(self, name: str) -> cst.FunctionDef | None:
         statement = self._methods.get(name)
@@ -102,6 +119,38 @@ class LazyClass:
                     found.append(name)
                     break
         return found
+
+
+def _is_abstract(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method declared for subclasses to fill: `@abstractmethod`, or a body of nothing but a
+    docstring and `pass`, `...` or `raise NotImplementedError`."""
+    if any((d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")) == "abstractmethod"
+           for d in node.decorator_list):
+        return True
+    body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
+    return bool(body) and all(_is_placeholder(statement) for statement in body)
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
+def _is_placeholder(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and statement.value.value is ...:
+        return True
+    if isinstance(statement, ast.Raise) and statement.exc is not None:
+        raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+        return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False
+
+
+def _self_calls(node: ast.AST) -> set[str]:
+    """The names a method calls as `self.<name>(...)`."""
+    return {n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
 
 
 def _is_property_accessor(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
