@@ -14,6 +14,9 @@ import libcst as cst
 from kllint.analysis.outline import FUNCTION_DEFS, called_names, identifiers
 from kllint.pipeline.source import statement_lines
 
+_DEFINITIONS = (*FUNCTION_DEFS, ast.ClassDef)
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a definition or statement is in the file: 1-based lines, inclusive; its indentation."""
@@ -108,17 +111,62 @@ class LazyClass:
         return found
 
     def assigns_attribute(self, attr: str) -> list[str]:
-        """Methods that assign `self.<attr> = <call, name or conditional>` (read from `ast`,
-        nothing parsed)."""
+        """Methods that assign `self.<attr> = <call, name or conditional>`, also inside their
+        `if`, `with`, `try` and loop blocks (read from `ast`, nothing parsed)."""
         found = []
         for name, statement in self._methods.items():
-            for node in statement.body:
+            for node in _own_statements(statement.body):
                 if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
                         and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                                 and t.value.id == "self" for t in node.targets)):
                     found.append(name)
                     break
         return found
+
+
+def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the `if`, `with`, `try` and loop blocks in it, in source
+    order; not those of nested definitions."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, _DEFINITIONS):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _own_statements(getattr(statement, field, None) or [])
+        for handler in getattr(statement, "handlers", None) or []:
+            yield from _own_statements(handler.body)
+
+
+def own_statement_lines(block: cst.BaseSuite) -> Iterator[cst.SimpleStatementLine]:
+    """The simple statement lines of a block and of the `if` / `elif` / `else`, `with`, `try`
+    and loop blocks in it, in source order; not those of nested definitions."""
+    if not isinstance(block, cst.IndentedBlock):
+        return
+    for line in block.body:
+        if isinstance(line, cst.SimpleStatementLine):
+            yield line
+        elif not isinstance(line, (cst.FunctionDef, cst.ClassDef)):
+            for part in _blocks_of(line):
+                yield from own_statement_lines(part)
+
+
+def _blocks_of(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    """The blocks of a compound statement: its body, handlers, `else` (or `elif`) and `finally`
+    (a `match` statement gives its cases)."""
+    body = getattr(statement, "body", None)
+    if body is not None:
+        yield body
+    for case in getattr(statement, "cases", ()):
+        yield case.body
+    for handler in getattr(statement, "handlers", ()):
+        yield handler.body
+    orelse = getattr(statement, "orelse", None)
+    while orelse is not None:
+        yield orelse.body
+        orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+    finalbody = getattr(statement, "finalbody", None)
+    if finalbody is not None:
+        yield finalbody.body
 
 
 def _is_abstract(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -65,7 +65,7 @@ class Attributes:
             if constructed is not None:
                 return constructed
             assigned = self.instance_attribute(base.cls, attr)
-            if assigned is not None and not isinstance(assigned, Unknown):
+            if assigned is not None and not isinstance(assigned, Unknown) and not _wraps_the_reference(assigned, attr):
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
@@ -369,3 +369,11 @@ def _cut(config: ConfigValue, cut: cst.Slice, node: cst.Subscript, frame: Frame)
                 return replace(config, suffix=affix) if predicate == "endswith" else replace(config, prefix=affix)
     source = frame.module.source(node).strip()
     return ConfigValue(source, source=source)
+
+
+def _wraps_the_reference(value: Value, attr: str) -> bool:
+    """`self.ref_model = Wrapper(...)`: an instance of a project class stored under a name that
+    gives the reference network's role. The project's network wrapper is the policy's too
+    (`self.model = Wrapper(...)`), so following it would make the reference the policy: the
+    name's role stands."""
+    return roles.model_role(attr) == "reference" and all(isinstance(o, Instance) for o in alternatives(value))
