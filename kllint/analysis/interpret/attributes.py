@@ -222,8 +222,21 @@ class Attributes:
         if isinstance(base, Tensor):
             return self.tensor_item(base, key, node, frame)
         if isinstance(base, Model):
-            return base
+            return self._network_item(base, key)
         return self._container_item(base, key, node, frame)
+
+    def _network_item(self, base: Model, key: Value) -> Value:
+        """`net[key]`: the network itself (`models[0]`, a module dict), except for a string key
+        that names a tensor (the container is a forward's results named after the network,
+        `model_output["log_probs"]`): log-probs or logits with the network's role, a mask."""
+        if not (isinstance(key, Literal) and isinstance(key.value, str)):
+            return base
+        named = self.role_from_name(key.value)
+        if isinstance(named, Tensor) and named.kind == "mask":
+            return named
+        if isinstance(named, Tensor):
+            return Tensor(ROLE_SYMBOL.get(base.role, LP), space=named.space)
+        return base
 
     def tensor_item(self, base: Tensor, key: Value, node: cst.CSTNode, frame: Frame) -> Value:
         """`base[key]` or `base.get(key)` of a tensor-like value: an entry named by a string key of
