@@ -15,6 +15,9 @@ import libcst as cst
 from kllint.analysis.outline import FUNCTION_DEFS, called_names, dotted, identifiers
 from kllint.pipeline.source import statement_lines
 
+_DEFINITIONS = (*FUNCTION_DEFS, ast.ClassDef)
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a definition or statement is in the file: 1-based lines, inclusive; its indentation."""
@@ -82,12 +85,13 @@ class LazyFunction:
                    and dotted(statement.value.func.value.func) == "super" for statement in self.outline.body)
 
     def stores_parameter(self, attr: str) -> bool:
-        """Whether a statement of its body (not nested) stores one of its parameters as
+        """Whether a statement of its body, also inside its `if`, `with`, `try` and loop blocks
+        (as `kllint.analysis.interpret.names` reads the stores), stores one of its parameters as
         `self.<attr> = <parameter>`, from the outline."""
         names = set(self.parameter_names())
         return any(isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name)
                    and statement.value.id in names and any(dotted(target) == f"self.{attr}" for target in statement.targets)
-                   for statement in self.outline.body)
+                   for statement in _own_statements(self.outline.body))
 
 
 class LazyClass:
@@ -110,6 +114,7 @@ class LazyClass:
                 self._methods[statement.name] = statement  # the last one wins, as in Python
         self._bases: list[cst.Arg] | None = None
         self._functions: dict[str, LazyFunction] = {}
+        self._hooks: frozenset[str] | None = None
 
     @property
     def method_names(self) -> list[str]:
@@ -131,6 +136,22 @@ class LazyClass:
                 return None
             found = self._functions[name] = LazyFunction(self.module, Site.of(statement, self.module.lines), statement)
         return found
+
+    def hooks(self) -> frozenset[str]:
+        """The methods this class leaves to its subclasses: those it declares without a body
+        that computes anything (`@abstractmethod`, only `raise NotImplementedError`, `pass` or
+        `...` after a docstring), and those its methods call on `self` without defining them
+        (read from `ast`, nothing parsed)."""
+        if self._hooks is None:
+            declared = {name for name, statement in self._methods.items() if _is_abstract(statement)}
+            called = {name for statement in self._methods.values() for name in _self_calls(statement)}
+            self._hooks = frozenset(declared | (called - set(self._methods)))
+        return self._hooks
+
+    def self_calls(self, name: str) -> frozenset[str]:
+        """The names the method `name` calls as `self.<name>(...)` (from `ast`, nothing parsed)."""
+        statement = self._methods.get(name)
+        return frozenset(_self_calls(statement)) if statement is not None else frozenset()
 
     def method(self, name: str) -> cst.FunctionDef | None:
         """The method `name`, parsed (None when absent or when libcst rejects it)."""
@@ -161,17 +182,94 @@ class LazyClass:
         return found
 
     def assigns_attribute(self, attr: str) -> list[str]:
-        """Methods that assign `self.<attr> = <call, name or conditional>` (read from `ast`,
-        nothing parsed)."""
+        """Methods that assign `self.<attr> = <call, name or conditional>`, also inside their
+        `if`, `with`, `try` and loop blocks (read from `ast`, nothing parsed)."""
         found = []
         for name, statement in self._methods.items():
-            for node in statement.body:
+            for node in _own_statements(statement.body):
                 if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
                         and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
                                 and t.value.id == "self" for t in node.targets)):
                     found.append(name)
                     break
         return found
+
+
+def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the `if`, `with`, `try` and loop blocks in it, in source
+    order; not those of nested definitions."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, _DEFINITIONS):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _own_statements(getattr(statement, field, None) or [])
+        for handler in getattr(statement, "handlers", None) or []:
+            yield from _own_statements(handler.body)
+
+
+def own_statement_lines(block: cst.BaseSuite) -> Iterator[cst.SimpleStatementLine]:
+    """The simple statement lines of a block and of the `if` / `elif` / `else`, `with`, `try`
+    and loop blocks in it, in source order; not those of nested definitions."""
+    if not isinstance(block, cst.IndentedBlock):
+        return
+    for line in block.body:
+        if isinstance(line, cst.SimpleStatementLine):
+            yield line
+        elif not isinstance(line, (cst.FunctionDef, cst.ClassDef)):
+            for part in _blocks_of(line):
+                yield from own_statement_lines(part)
+
+
+def _blocks_of(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    """The blocks of a compound statement: its body, handlers, `else` (or `elif`) and `finally`
+    (a `match` statement gives its cases)."""
+    body = getattr(statement, "body", None)
+    if body is not None:
+        yield body
+    for case in getattr(statement, "cases", ()):
+        yield case.body
+    for handler in getattr(statement, "handlers", ()):
+        yield handler.body
+    orelse = getattr(statement, "orelse", None)
+    while orelse is not None:
+        yield orelse.body
+        orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+    finalbody = getattr(statement, "finalbody", None)
+    if finalbody is not None:
+        yield finalbody.body
+
+
+def _is_abstract(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method declared for subclasses to fill: `@abstractmethod`, or a body of nothing but a
+    docstring and `pass`, `...` or `raise NotImplementedError`."""
+    if any((d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")) == "abstractmethod"
+           for d in node.decorator_list):
+        return True
+    body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
+    return bool(body) and all(_is_placeholder(statement) for statement in body)
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
+def _is_placeholder(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and statement.value.value is ...:
+        return True
+    if isinstance(statement, ast.Raise) and statement.exc is not None:
+        raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+        return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False
+
+
+def _self_calls(node: ast.AST) -> set[str]:
+    """The names a method calls as `self.<name>(...)`."""
+    return {n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
 
 
 def _is_property_accessor(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

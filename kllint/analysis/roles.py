@@ -124,12 +124,33 @@ def is_getter_name(name: str) -> bool:
     return len(toks) > 1 and toks[0] in GETTER_VERBS
 
 
+# Head words of a name for data fed to or gathered about a network, not the network itself
+# (`model_inputs`, `policy_batch`, `actor_data`), and the container words that may follow the
+# head (`model_inputs_list`: a list of model inputs).
+DATA_HEAD_TOKENS = frozenset({"input", "inputs", "batch", "batches", "data", "sample", "samples", "example",
+                              "examples", "feature", "features", "micro", "minibatch", "microbatch"})
+CONTAINER_TAIL_TOKENS = frozenset({"list", "lst", "dict", "tuple", "seq", "iter", "iterator", "items"})
+
+
+def names_data_for_a_network(name: str) -> bool:
+    """Whether a name with a network word is headed by a data word (`model_inputs`,
+    `model_inputs_list`, `policy_batch`): the head noun of a snake_case name is its last word,
+    after any container word."""
+    toks = words(name)
+    while len(toks) > 1 and toks[-1] in CONTAINER_TAIL_TOKENS:
+        toks = toks[:-1]
+    return len(toks) > 1 and toks[-1] in DATA_HEAD_TOKENS
+
+
 @lru_cache(maxsize=16384)
 def model_role(name: str) -> str | None:
     """`reference` or `policy` for a network-like name (`ref_model`, `self.policy`); else None
-    (also for an action led by a verb that does not end with a network: `init_model_parallel`)."""
+    (also for an action led by a verb that does not end with a network: `init_model_parallel`,
+    and for data headed by a data word: `model_inputs`)."""
     toks = tokens(name)
     if len(toks) > 1 and toks[0] in ACTION_VERBS and toks[-1] not in MODEL_TOKENS:
+        return None
+    if names_data_for_a_network(name):
         return None
     if not any(t in MODEL_TOKENS for t in toks) or any(t in NON_MODEL_TOKENS for t in toks):
         return None

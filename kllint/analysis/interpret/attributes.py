@@ -65,7 +65,7 @@ class Attributes:
             if constructed is not None:
                 return constructed
             assigned = self.instance_attribute(base.cls, attr)
-            if assigned is not None and not isinstance(assigned, Unknown):
+            if assigned is not None and not isinstance(assigned, Unknown) and not _wraps_the_reference(assigned, attr):
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
@@ -223,8 +223,21 @@ class Attributes:
         if isinstance(base, Tensor):
             return self.tensor_item(base, key, node, frame)
         if isinstance(base, Model):
-            return base
+            return self._network_item(base, key)
         return self._container_item(base, key, node, frame)
+
+    def _network_item(self, base: Model, key: Value) -> Value:
+        """`net[key]`: the network itself (`models[0]`, a module dict), except for a string key
+        that names a tensor (the container is a forward's results named after the network,
+        `model_output["log_probs"]`): log-probs or logits with the network's role, a mask."""
+        if not (isinstance(key, Literal) and isinstance(key.value, str)):
+            return base
+        named = self.role_from_name(key.value)
+        if isinstance(named, Tensor) and named.kind == "mask":
+            return named
+        if isinstance(named, Tensor):
+            return Tensor(ROLE_SYMBOL.get(base.role, LP), space=named.space)
+        return base
 
     def tensor_item(self, base: Tensor, key: Value, node: cst.CSTNode, frame: Frame) -> Value:
         """`base[key]` or `base.get(key)` of a tensor-like value: an entry named by a string key of
@@ -374,3 +387,11 @@ def _cut(config: ConfigValue, cut: cst.Slice, node: cst.Subscript, frame: Frame)
                 return replace(config, suffix=affix) if predicate == "endswith" else replace(config, prefix=affix)
     source = frame.module.source(node).strip()
     return ConfigValue(source, source=source)
+
+
+def _wraps_the_reference(value: Value, attr: str) -> bool:
+    """`self.ref_model = Wrapper(...)`: an instance of a project class stored under a name that
+    gives the reference network's role. The project's network wrapper is the policy's too
+    (`self.model = Wrapper(...)`), so following it would make the reference the policy: the
+    name's role stands."""
+    return roles.model_role(attr) == "reference" and all(isinstance(o, Instance) for o in alternatives(value))

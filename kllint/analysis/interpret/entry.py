@@ -232,7 +232,9 @@ class EntryPoints:
         for param in params.kwonly_params:
             frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
         self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
-        loss_function = is_grad_target or roles.is_loss_function_name(name)
+        # calling an instance of a class named as a loss (`engine.set_loss_fn(StepLoss(cfg))`) runs its `__call__`
+        loss_function = is_grad_target or roles.is_loss_function_name(name) or (
+            name == "__call__" and cls is not None and roles.is_loss_function_name(cls.name))
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
             return

@@ -12,6 +12,7 @@ from kllint.analysis import calls
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.overrides import dispatches_to_overrides
 from kllint.analysis.module import dotted_name
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
@@ -138,7 +139,7 @@ class Calls:
         if fdef is None:
             return Unknown(ref.qualname)  # libcst rejects its text: its body cannot be followed
         key = id(fdef)
-        if self.carries(list(args) + list(kwargs.values())):
+        if self.carries(list(args) + list(kwargs.values())) or dispatches_to_overrides(self, ref):
             self.carrying_calls.add(id(node))
         if key in self.over_budget:
             return Unknown(ref.qualname)  # it spent its share before: not again in this entry point

@@ -12,7 +12,7 @@ from kllint.analysis import keyed
 from kllint.analysis.fields import constructor_fields, constructor_state
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import used_names
-from kllint.analysis.definitions import LazyClass, class_methods, parameter_names
+from kllint.analysis.definitions import LazyClass, class_methods, own_statement_lines, parameter_names
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import ROLE_SYMBOLS, symbols_of
 from kllint.analysis.values import (
@@ -343,12 +343,13 @@ def _super_init_call(line: cst.CSTNode) -> cst.Call | None:
 
 
 def _stored_on_self(method: cst.FunctionDef | None, attr: str) -> list[cst.BaseExpression]:
-    """The values a method's own statements store as `self.attr = value`, in order."""
+    """The values a method's own statements store as `self.attr = value`, in order, also inside
+    its `if`, `with`, `try` and loop blocks (a store made under a condition: `if cfg.use_kl:
+    self.penalty = ...`); not inside nested definitions."""
     if method is None or not isinstance(method.body, cst.IndentedBlock):
         return []
-    return [small.value for line in method.body.body if isinstance(line, cst.SimpleStatementLine)
-            for small in line.body if isinstance(small, cst.Assign)
-            and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)]
+    return [small.value for line in own_statement_lines(method.body) for small in line.body
+            if isinstance(small, cst.Assign) and any(dotted_name(t.target) == f"self.{attr}" for t in small.targets)]
 
 
 def _stored_parameter(init: cst.FunctionDef, attr: str) -> str | None:
