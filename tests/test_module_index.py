@@ -315,3 +315,16 @@ def test_code_ranges_are_the_position_providers():
     theirs = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
     assert len(ours) > 50
     assert dict(ours) == dict(theirs)
+
+
+def test_assigns_attribute_names_each_storing_method_once_in_definition_order():
+    text = ("class C:\n"
+            "    def reset(self, cfg):\n        if cfg:\n            self.kl = make(cfg)\n        self.kl = cfg\n\n"
+            "    def __init__(self, cfg):\n        self.beta = 0.1\n        try:\n            self.kl = cfg.kl\n"
+            "        except KeyError:\n            pass\n        self.other = (cfg if cfg else None)\n\n"
+            "    def nested(self):\n        def inner(self):\n            self.kl = make(1)\n        return inner\n")
+    cls = _module(text).classes["C"]
+    assert cls.assigns_attribute("kl") == ["reset", "__init__"]  # nested definitions do not count
+    assert cls.assigns_attribute("beta") == []  # a constant is not a call, name or conditional
+    assert cls.assigns_attribute("other") == ["__init__"]
+    assert cls.assigns_attribute("missing") == []

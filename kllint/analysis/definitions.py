@@ -115,6 +115,7 @@ class LazyClass:
         self._bases: list[cst.Arg] | None = None
         self._functions: dict[str, LazyFunction] = {}
         self._hooks: frozenset[str] | None = None
+        self._stores: dict[str, list[str]] | None = None  # attr -> the methods storing `self.attr`
 
     @property
     def method_names(self) -> list[str]:
@@ -183,16 +184,21 @@ class LazyClass:
 
     def assigns_attribute(self, attr: str) -> list[str]:
         """Methods that assign `self.<attr> = <call, name or conditional>`, also inside their
-        `if`, `with`, `try` and loop blocks (read from `ast`, nothing parsed)."""
-        found = []
-        for name, statement in self._methods.items():
-            for node in _own_statements(statement.body):
-                if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp))
-                        and any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                                and t.value.id == "self" for t in node.targets)):
-                    found.append(name)
-                    break
-        return found
+        `if`, `with`, `try` and loop blocks, in definition order (read from `ast`, nothing
+        parsed; every method is walked once per class, for all attributes)."""
+        if self._stores is None:
+            stores: dict[str, list[str]] = {}
+            for name, statement in self._methods.items():
+                for node in _own_statements(statement.body):
+                    if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.IfExp)):
+                        for target in node.targets:
+                            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                    and target.value.id == "self"):
+                                methods = stores.setdefault(target.attr, [])
+                                if not methods or methods[-1] != name:
+                                    methods.append(name)
+            self._stores = stores
+        return list(self._stores.get(attr, ()))
 
 
 def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
