@@ -41,11 +41,12 @@ def _reached_on_self(it: Any, owner: ClassRef, name: str) -> set[str]:
     reached: set[str] = set()
     todo = [name]
     while todo and len(reached) < MAX_REACHED:
-        found = it.find_method(owner, todo.pop())
+        method = todo.pop()
+        found = it.find_method(owner, method)
         node = found.owner.node if found is not None and found.owner is not None else None
         if not isinstance(node, LazyClass):
             continue
-        for called in node.self_calls(found.node.name.value) - reached:
+        for called in node.self_calls(method) - reached:  # from the outline: nothing parsed
             reached.add(called)
             todo.append(called)
     return reached
