@@ -6,7 +6,9 @@ request from a fork in CI): every edit and every expression comes from a fresh a
 file it concerns (`fresh_outcomes`, `kllint.fix.fix_text` without given findings). The cache
 only decides which files are worth that analysis. Files are written by `kllint.fix.write_atomic`
 in their own encoding; what it refuses (outside the project, read-only, hard-linked) is a note,
-an I/O failure an error.
+an I/O failure an error. The edits are made to the bytes that were analysed, and a file is
+replaced only if it still holds them: one saved meanwhile (an editor, a formatter) keeps that
+save, its findings are reported as they were, and a note says "changed while kllint ran".
 
 Notebooks are fixed through their virtual module and written back cell by cell
 (`kllint.notebook.fix`); their diffs are per cell. A buffer read from stdin (`Discovered.content`)
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 
 def fresh_outcomes(items: list[Discovered], resolver: "SettingsResolver") -> dict[str, "Outcome"]:
-    """Each file's outcome from a fresh analysis (never the cache), by displayed path."""
+    """Each file's outcome from a fresh analysis (never the cache), by displayed path (of the
+    bytes an item holds in `content`, else of the file as read now)."""
     from kllint.analysis.index import ProjectIndex
     from kllint.memory import analysis_thresholds
     from kllint.pipeline.file import analyse_file
@@ -48,18 +51,19 @@ def _items(files: list[Discovered], displays: set[str]) -> list[Discovered]:
     return [item for item in files if item.display in displays]
 
 
-def _read(item: Discovered) -> tuple[str, str]:
-    """The text to edit and its encoding: an in-memory buffer (stdin, UTF-8) or the file.
+def _read(item: Discovered) -> tuple[str, str, bytes | None]:
+    """The text to edit, its encoding and the file's bytes it was decoded from (None for an
+    in-memory buffer: stdin, UTF-8, never written).
 
     Raises:
         kllint.fix.FixError: it cannot be read or decoded.
     """
-    from kllint.fix import read_source_encoded
+    from kllint.fix import read_source_bytes
     from kllint.stdin import read_text
 
     if item.content is not None:
-        return read_text(item), "utf-8"
-    return read_source_encoded(item.path)
+        return read_text(item), "utf-8", None
+    return read_source_bytes(item.path)
 
 
 def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "RunResult", *, unsafe: bool,
@@ -84,8 +88,8 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
         notebook = is_notebook(item.path)
         settings = resolver.for_path(item.path)
         try:
-            text, encoding = _read(item)
-            # a fresh analysis, never the cache's findings
+            text, encoding, raw = _read(item)
+            # a fresh analysis of the text read, never the cache's findings
             outcome = (fix_notebook(text, item, settings, unsafe=unsafe) if notebook
                        else fix_text(text, item, settings, unsafe=unsafe))
         except (FixError, NotebookError) as exc:
@@ -115,8 +119,8 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
             _replace_file(result, display, outcome.remaining)
         else:
             try:
-                write_atomic(item.path, outcome.text, encoding, root=root)
-            except FixRefused as exc:
+                write_atomic(item.path, outcome.text, encoding, root=root, expect=raw)
+            except FixRefused as exc:  # also FileChanged: the findings stay those of the run
                 result.notes.append(str(exc))
                 continue
             except FixError as exc:
@@ -136,30 +140,46 @@ def _replace_file(result: "RunResult", display: str, remaining: list[Diagnostic]
 
 
 def add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], resolver: "SettingsResolver",
-             result: "RunResult", root: Path | None, keep: Callable[[list[Diagnostic]], list[Diagnostic]]) -> int:
+             result: "RunResult", root: Path | None,
+             keep: Callable[[list[Diagnostic]], list[Diagnostic]]) -> tuple[int, bool]:
     """`--add-noqa`: add `# noqa: CODE` comments for the findings of a fresh analysis of each
     file that has findings in `diagnostics`, filtered by `keep` (the baseline); returns how many
-    comments were added. Refusals are notes and failures errors in `result`; the run goes on."""
-    from kllint.fix import FixError, FixRefused, write_atomic
+    comments were added and whether a file was left without its comments because it changed
+    during the run (its findings remain). Each file is read once: the comments go into the
+    bytes that were analysed. Refusals are notes and failures errors in `result`; the run goes on."""
+    from kllint.fix import FileChanged, FixError, FixRefused, write_atomic
     from kllint.notebook import NotebookError, is_notebook
     from kllint.notebook.fix import add_noqa_notebook
     from kllint.pipeline.suppressions import add_noqa as add_comments
 
-    added = 0
-    outcomes = fresh_outcomes(_items(files, {d.path for d in diagnostics}), resolver)
+    added, skipped = 0, False
+    read: dict[str, tuple[str, str, bytes | None]] = {}
+    # no noqa for KL900 (the file is not checked) nor KL901 (the unused suppression itself)
+    for item in _items(files, {d.path for d in diagnostics if d.code not in ("KL900", "KL901")}):
+        try:
+            read[item.display] = _read(item)
+        except FixError as exc:
+            result.internal_errors.append(str(exc))
+    # the analysis of the bytes read (in memory), so that the comments fit what is edited
+    analysed = [item if item.content is not None else replace(item, content=read[item.display][2])
+                for item in _items(files, set(read))]
+    outcomes = fresh_outcomes(analysed, resolver)
     for item in sorted(_items(files, set(outcomes)), key=lambda i: i.display):
         outcome = outcomes[item.display]
         result.notes.extend(outcome.notes)
         result.internal_errors.extend(outcome.errors)
-        # no noqa for KL900 (the file is not checked) nor KL901 (the unused suppression itself)
         mine = [d for d in keep(outcome.diagnostics) if d.code not in ("KL900", "KL901")]
         if not mine:
             continue
+        text, encoding, raw = read[item.display]
         try:
-            text, encoding = _read(item)
             new_text, count = (add_noqa_notebook if is_notebook(item.path) else add_comments)(text, mine)
             if count:
-                write_atomic(item.path, new_text, encoding, root=root)
+                write_atomic(item.path, new_text, encoding, root=root, expect=raw)
+        except FileChanged:
+            result.notes.append(f"{item.path}: changed while kllint ran; no noqa directive added")
+            skipped = True
+            continue
         except FixRefused as exc:
             result.notes.append(str(exc))
             continue
@@ -167,7 +187,7 @@ def add_noqa(files: list[Discovered], diagnostics: list[Diagnostic], resolver: "
             result.internal_errors.append(str(exc))
             continue
         added += count
-    return added
+    return added, skipped
 
 
 def fresh_estimates(files: list[Discovered], diagnostics: list[Diagnostic],

@@ -13,7 +13,9 @@ atomically (a temporary file in the same folder, fsynced, then `os.replace`), ke
 file's mode and owner. `write_atomic` refuses (`FixRefused`): a file whose real path is outside
 the project root (a symbolic link out of the tree), a read-only file (no write bit), and a file
 with more than one hard link (replacing it would detach it from its other names; fix such files
-by hand, or break the link first).
+by hand, or break the link first). Given the bytes that were read and analysed (`expect`), it
+also refuses (`FileChanged`) a file that no longer holds them: an edit saved while kllint ran is
+kept, and the file is not fixed (`kllint.atomic.replacing` compares just before the rename).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kllint.atomic import replacing
+from kllint.atomic import TargetChanged, replacing
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.pipeline.discovery import Discovered
@@ -41,6 +43,10 @@ class FixError(Exception):
 
 class FixRefused(FixError):
     """A file kllint will not write (outside the project, read-only, hard-linked); the message says why."""
+
+
+class FileChanged(FixRefused):
+    """The file no longer holds what kllint read and analysed (edited during the run); not written."""
 
 
 def is_applicable(diagnostic: Diagnostic, unsafe: bool = False) -> bool:
@@ -257,6 +263,17 @@ def read_source_encoded(path: Path) -> tuple[str, str]:
     Raises:
         FixError: the file cannot be read (or is not a regular file) or cannot be decoded.
     """
+    text, encoding, _ = read_source_bytes(path)
+    return text, encoding
+
+
+def read_source_bytes(path: Path) -> tuple[str, str, bytes]:
+    """A file's text, its encoding (see `read_source`) and the bytes it was decoded from (what
+    `write_atomic`'s `expect` compares the file with before replacing it).
+
+    Raises:
+        FixError: the file cannot be read (or is not a regular file) or cannot be decoded.
+    """
     import io
     import tokenize
 
@@ -268,7 +285,7 @@ def read_source_encoded(path: Path) -> tuple[str, str]:
         raise FixError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        return raw.decode(encoding), encoding
+        return raw.decode(encoding), encoding, raw
     except UnicodeDecodeError as exc:
         raise FixError(f"{path}: not valid {exc.encoding} (byte {exc.start})") from None
     except (LookupError, SyntaxError) as exc:
@@ -283,13 +300,17 @@ def _inside(target: str, root: Path) -> bool:
     return os.path.commonpath([target, real_root]) == real_root
 
 
-def write_atomic(path: Path, text: str, encoding: str = "utf-8", root: Path | None = None) -> None:
+def write_atomic(path: Path, text: str, encoding: str = "utf-8", root: Path | None = None,
+                 expect: bytes | None = None) -> None:
     """Replace the file `path` with `text` in `encoding` atomically, keeping its mode and owner.
 
     A symbolic link is followed (its target is rewritten) only when the target is inside
     `root` (the project root; no check when None). Line endings are written as they are in `text`.
+    With `expect` (the bytes the text was made from), the file is replaced only if it still holds
+    exactly them when the new file is ready (`kllint.atomic.replacing`).
 
     Raises:
+        FileChanged: with `expect`, the file was changed meanwhile (it is left as it is now).
         FixRefused: the target is outside `root`, read-only or has other hard links.
         FixError: the text cannot be encoded or the file cannot be written.
     """
@@ -321,8 +342,10 @@ def write_atomic(path: Path, text: str, encoding: str = "utf-8", root: Path | No
                 raise FixRefused(f"{path}: cannot keep the file's owner; not fixed") from None
 
     try:
-        with replacing(target, mode=mode, prepare=keep_owner) as handle:
+        with replacing(target, mode=mode, prepare=keep_owner, expect=expect) as handle:
             handle.write(data)
+    except TargetChanged:
+        raise FileChanged(f"{path}: changed while kllint ran; not fixed") from None
     except OSError as exc:
         raise FixError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
@@ -348,11 +371,12 @@ def fix_file(item: Discovered, settings: Settings, unsafe: bool = False, write: 
     """Fix one file: apply the applicable fixes, verify them and (if `write`) save atomically.
 
     Raises:
+        FileChanged: the file changed while it was being fixed (it is not written).
         FixError: the file cannot be read or written.
         SyntaxError, libcst.ParserSyntaxError: the file does not parse.
     """
-    text, encoding = read_source_encoded(item.path)
+    text, encoding, raw = read_source_bytes(item.path)
     outcome = fix_text(text, item, settings, unsafe=unsafe)
     if write and outcome.changed:
-        write_atomic(item.path, outcome.text, encoding)
+        write_atomic(item.path, outcome.text, encoding, expect=raw)
     return outcome

@@ -329,11 +329,13 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
 
         errors_before, notes_before = len(result.internal_errors), len(result.notes)
         keep = (lambda found: baseline.split(found)[0]) if baseline is not None else (lambda found: found)
-        added = add_noqa(files, diagnostics, resolver, result, root, keep)
+        added, skipped = add_noqa(files, diagnostics, resolver, result, root, keep)
         for note in result.internal_errors[errors_before:] + result.notes[notes_before:]:
             _say(err, f"kllint: {note}")
         _say(err, f"Added {_plural(added, 'noqa directive')}.")
-        return EXIT_ERROR if result.internal_errors else EXIT_CLEAN
+        if result.internal_errors:
+            return EXIT_ERROR
+        return EXIT_FINDINGS if skipped else EXIT_CLEAN  # a file changed meanwhile keeps its findings
 
     from kllint.fix import is_applicable
 
