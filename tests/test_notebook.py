@@ -290,3 +290,59 @@ def test_a_notebook_with_a_byte_order_mark_is_checked_and_fixed(tmp_path):
     kllint([path.name, "--fix", "--unsafe-fixes"], tmp_path)
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf") and b"k3.detach()  # expect: KL102,KL201" in raw
+
+
+def _crlf_notebook(path: Path, json_crlf: bool, cells_crlf: bool) -> bytes:
+    """token_k3_noqa.ipynb with CRLF line breaks in its JSON text and/or in its cells' sources."""
+    text = (NOTEBOOKS / "token_k3_noqa.ipynb").read_text(encoding="utf-8")
+    if cells_crlf:
+        data = json.loads(text)
+        for cell in data["cells"]:
+            cell["source"] = [line.replace("\n", "\r\n") for line in cell["source"]]
+        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    if json_crlf:
+        text = text.replace("\n", "\r\n")
+    path.write_bytes(text.encode("utf-8"))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("json_crlf, cells_crlf", [(True, False), (False, True), (True, True)])
+def test_fix_keeps_the_line_breaks_of_the_json_file_and_of_the_cells(tmp_path, json_crlf, cells_crlf):
+    """Issue 35, item 8a: a fixed cell of a CRLF notebook was written with LF (its new JSON lines
+    and the cell lines the fix added)."""
+    path = tmp_path / "crlf.ipynb"
+    before = _crlf_notebook(path, json_crlf, cells_crlf)
+    proc = kllint([path.name, "--fix", "--unsafe-fixes"], tmp_path)
+    assert "Fixed 1 finding." in proc.stderr
+    after = path.read_bytes()
+    lone_lf = re.compile(rb"(?<!\r)\n")
+    if json_crlf:
+        assert not lone_lf.search(after), "a JSON line ends with LF in a CRLF notebook"
+    else:
+        assert b"\r\n" not in after
+    source = json.loads(after)["cells"][3]["source"]
+    assert len(source) == len(json.loads(before)["cells"][3]["source"]) + 3  # the fix added lines
+    assert "    k2 = 0.5 * log_ratio ** 2" + ("\r\n" if cells_crlf else "\n") in source
+    assert all(line.endswith("\r\n" if cells_crlf else "\n") and not line.endswith(("\r\r\n", "\n\n"))
+               and (cells_crlf or not line.endswith("\r\n")) for line in source[:-1])
+    node, new_node = cell_sources(before.decode())[3], cell_sources(after.decode())[3]
+    assert before.decode()[:node.start] == after.decode()[:new_node.start]  # byte for byte outside the cell
+    assert before.decode()[node.end:] == after.decode()[new_node.end:]
+
+
+def test_each_cell_keeps_its_own_line_breaks_and_a_cell_without_any_takes_the_notebooks():
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+             for source in (["a = 1\r\n", "b = 2\r\n"], ["c = 3\n", "d = 4\n"], ["e = 5"], ["f = 6\r\n", "g = 7\n"])]
+    raw = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    notebook = Notebook.parse(raw)
+    rewritten = (notebook.text.replace("a = 1\r\n", "a = 1\nx = 0\n").replace("c = 3\n", "c = 3\nx = 0\n")
+                 .replace("e = 5\n", "e = 5\nx = 0\n").replace("f = 6\r\n", "f = 6\nx = 0\n"))
+    sources = [cell["source"] for cell in json.loads(notebook.with_text(rewritten))["cells"]]
+    assert sources[0] == ["a = 1\r\n", "x = 0\r\n", "b = 2\r\n"]  # a CRLF cell stays CRLF
+    assert sources[1] == ["c = 3\n", "x = 0\n", "d = 4\n"]  # an LF cell stays LF
+    assert sources[2] == ["e = 5\n", "x = 0"]  # no line break of its own; the cells mix kinds: as rewritten
+    assert sources[3] == ["f = 6\n", "x = 0\n", "g = 7\n"]  # a cell mixing kinds: as rewritten
+    cells = [dict(cells[0], source=source) for source in (["a = 1\r\n", "b = 2\r\n"], ["e = 5"])]
+    notebook = Notebook.parse(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    rewritten = notebook.text.replace("e = 5\n", "e = 5\nx = 0\n")
+    assert json.loads(notebook.with_text(rewritten))["cells"][1]["source"] == ["e = 5\r\n", "x = 0"]  # the notebook's

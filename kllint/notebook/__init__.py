@@ -106,6 +106,8 @@ class Notebook:
                 self._cell_of_line[cell.first_line + offset] = cell
         self._by_number = {cell.number: cell for cell in cells}
         self._sources: list | None = None
+        # the line break of the code cells, when they all use one kind (for a cell without any)
+        self._line_break = _line_break_of([line for cell in cells for line in cell.lines])
 
     def source_nodes(self) -> list:
         """The positions of each cell's `source` value in the JSON text (read once, on demand)."""
@@ -209,7 +211,9 @@ class Notebook:
 
     def cell_sources(self, text: str) -> dict[int, list[str]]:
         """{cell number: new source lines} from a rewritten virtual source `text` (masked lines
-        restored, the last line's break dropped again when the cell had none)."""
+        restored, the last line's break dropped again when the cell had none, and the line
+        breaks of a cell written with one kind, CRLF or LF, all of that kind again: the virtual
+        source's own lines end with LF)."""
         result: dict[int, list[str]] = {}
         current: list[str] | None = None
         for line in text.splitlines(keepends=True):
@@ -223,6 +227,9 @@ class Notebook:
             if cell is None:
                 continue
             _restore_masked(cell, lines)
+            eol = _line_break_of(cell.lines) or self._line_break
+            if eol is not None:
+                lines[:] = [_with_break(line, eol) for line in lines]
             if cell.lines and not cell.lines[-1].endswith(("\n", "\r")) and lines:
                 lines[-1] = lines[-1].rstrip("\r\n")
             if not cell.lines:
@@ -267,6 +274,23 @@ class Notebook:
                 return offset_position(self.raw, raw_offset(self.raw, string, target - seen))
             seen += length
         return None
+
+
+def _break(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else line[-1:] if line.endswith(("\r", "\n")) else ""
+
+
+def _line_break_of(lines) -> str | None:
+    """The line break `lines` all end with ("\r\n", "\n" or "\r"; the last line may have none),
+    or None when they mix kinds or have none."""
+    kinds = {_break(line) for line in lines} - {""}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _with_break(line: str, eol: str) -> str:
+    """`line` ending with `eol` instead of its CR, LF or CRLF (a line without one is kept)."""
+    found = _break(line)
+    return line[:len(line) - len(found)] + eol if found else line
 
 
 def _restore_masked(cell: CodeCell, lines: list[str]) -> None:

@@ -137,7 +137,8 @@ def offset_position(text: str, offset: int) -> tuple[int, int]:
 
 def format_source(lines: list[str], text: str, old: Node, as_list: bool) -> str:
     """The JSON text of a cell's new source `lines`, laid out as the old value at `old` was
-    (one string per line at the same indentation, as Jupyter writes it; or one string)."""
+    (one string per line at the same indentation and with the same line breaks, CRLF or LF, as
+    Jupyter writes it; or one string)."""
     if not as_list:
         return json.dumps("".join(lines), ensure_ascii=False)
     if not lines:
@@ -148,5 +149,6 @@ def format_source(lines: list[str], text: str, old: Node, as_list: bool) -> str:
     first = old.items[0].start
     indent = text[text.rfind("\n", old.start, first) + 1:first]
     closing = text[text.rfind("\n", old.start, old.end - 1) + 1:old.end - 1]
-    body = ",\n".join(indent + json.dumps(line, ensure_ascii=False) for line in lines)
-    return "[\n" + body + "\n" + closing + "]"
+    eol = "\r\n" if "\r\n" in original else "\n"
+    body = ("," + eol).join(indent + json.dumps(line, ensure_ascii=False) for line in lines)
+    return "[" + eol + body + eol + closing + "]"
