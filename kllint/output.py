@@ -1,6 +1,7 @@
 """The findings in one output format: `render` (files, pipes, reports) and `write_stdout` (a
 terminal gets the full format through rich, at its width). Names that are not valid UTF-8 are
-escaped in every format but SARIF (`kllint.report.paths`)."""
+escaped in every format but SARIF (`kllint.report.paths`). `GuardedOutput` makes a failed write
+(a full disk, a closed pipe) one `OutputError` naming where the output was going."""
 from __future__ import annotations
 
 import io
@@ -9,6 +10,40 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from kllint.diagnostics import Diagnostic
+
+
+class OutputError(Exception):
+    """The output could not be written; the message names where it was going and why."""
+
+
+class GuardedOutput:
+    """A text stream whose failed writes and flushes raise `OutputError` with `message` (a
+    format string given the reason: "cannot write to standard output: {}"); the rest is the
+    stream's."""
+
+    def __init__(self, stream: TextIO, message: str) -> None:
+        self._stream = stream
+        self._message = message
+
+    def _failed(self, exc: Exception) -> OutputError:
+        return OutputError(self._message.format(getattr(exc, "strerror", None) or exc))
+
+    def write(self, text: str) -> int:
+        """Write `text`. Raises: OutputError: the stream refused it."""
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError) as exc:  # ValueError: a closed stream
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        """Flush the stream. Raises: OutputError: the stream refused it."""
+        try:
+            self._stream.flush()
+        except (OSError, ValueError) as exc:
+            raise self._failed(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 @dataclass

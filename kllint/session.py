@@ -17,6 +17,7 @@ from kllint.console import LazyStderr
 from kllint.diagnostics import Diagnostic
 from kllint.pipeline.discovery import Discovered, MissingPathError, discover
 from kllint.pipeline.run import RunResult, run
+from kllint.output import GuardedOutput, OutputError
 from kllint.output import OutputContext as _Context, render, write_stdout as _write_stdout  # noqa: F401 - API
 
 if TYPE_CHECKING:
@@ -203,17 +204,19 @@ def run_check(options: CheckOptions, stdout: TextIO | None = None,
     Raises:
         UsageError: invalid options, configuration, paths, baseline or report files.
     """
-    if options.output_file is None:
-        stdout = stdout or sys.stdout
-        if stdout is None or getattr(stdout, "closed", False):
-            raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
-        return _run_check(options, stdout, err or LazyStderr(), is_terminal)  # type: ignore[arg-type]
     from kllint.outfiles import OutputFileError, open_output
 
-    try:  # as the reports and the baseline: a missing folder is created, the file replaced atomically
-        with open_output(options.output_file, "--output-file") as handle:
-            return _run_check(options, handle, err or LazyStderr(), is_terminal)  # type: ignore[arg-type]
-    except OutputFileError as exc:
+    err = err or LazyStderr()
+    try:  # a failed write of the output names where it went (OutputError)
+        if options.output_file is None:
+            stdout = stdout or sys.stdout
+            if stdout is None or getattr(stdout, "closed", False):
+                raise UsageError("standard output is closed: nothing could be reported (redirect it, e.g. >/dev/null)")
+            return _run_check(options, GuardedOutput(stdout, "cannot write to standard output: {}"), err, is_terminal)
+        with open_output(options.output_file, "--output-file") as handle:  # as --report: folders made, atomic
+            where = f"--output-file {options.output_file}: cannot write: {{}}"
+            return _run_check(options, GuardedOutput(handle, where), err, is_terminal)
+    except (OutputFileError, OutputError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -292,7 +295,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     if buffers and options.fix and not options.diff:  # as Ruff: the fixed source on stdout, findings on stderr
         stdout.write("".join(buffers.values()))
         stdout.flush()
-        stdout = err.file
+        stdout = GuardedOutput(err.file, "cannot write to standard error: {}")  # type: ignore[assignment]
     for note in result.internal_errors[errors_before:] + ([] if options.quiet else result.notes[notes_before:]):
         _say(err, f"kllint: {note}")
     if options.diff:
@@ -344,14 +347,11 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
         selected |= settings.active_codes
     context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes)
     fixable = [d for d in diagnostics if is_applicable(d, options.unsafe_fixes)]
-    try:
-        if options.statistics:  # the table is the output, as in Ruff
-            stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
-            stdout.flush()
-        else:
-            _write_stdout(fmt, diagnostics, context, stdout)
-    except (OSError, ValueError) as exc:  # a closed pipe or stream
-        raise UsageError(f"cannot write to standard output: {getattr(exc, 'strerror', None) or exc}") from None
+    if options.statistics:  # the table is the output, as in Ruff (a failed write: OutputError, run_check)
+        stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
+        stdout.flush()
+    else:
+        _write_stdout(fmt, diagnostics, context, stdout)
     from kllint.outfiles import OutputFileError, write_output
 
     for report_fmt, path in reports:

@@ -4,8 +4,12 @@
 option, exit code 2, never a traceback."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +107,68 @@ def test_output_file_is_untouched_when_the_run_fails(project):
     assert result.exit_code == 2 and "not a kllint baseline" in result.stderr
     assert previous.read_text(encoding="utf-8") == "[]\n"  # never truncated by a failed run
     assert _leftovers(project) == []
+
+
+# -- issue 35, item 8b: a full disk names the file the output went to ------------------------------
+
+class _FullDisk:
+    """The handle of a file on a full disk: `write` or `flush` fails with ENOSPC."""
+
+    def __init__(self, handle, failing: str) -> None:
+        self._handle, self._failing = handle, failing
+
+    def _maybe_fail(self, what: str) -> None:
+        if what == self._failing:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def write(self, text: str) -> int:
+        self._maybe_fail("write")
+        return self._handle.write(text)
+
+    def flush(self) -> None:
+        self._maybe_fail("flush")
+        self._handle.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle, name)
+
+
+@pytest.mark.parametrize("failing", ["write", "flush"])
+@pytest.mark.parametrize("args", [["--output-format", "json"], ["--output-format", "full"], ["--statistics"],
+                                  ["--diff"], ["--show-files"]], ids=["json", "full", "statistics", "diff", "files"])
+def test_a_full_disk_under_output_file_names_the_file(project, monkeypatch, args, failing):
+    import kllint.outfiles
+
+    real = kllint.outfiles.replacing
+
+    @contextlib.contextmanager
+    def full_disk(target, **kwargs):
+        with real(target, **kwargs) as handle:
+            disk = _FullDisk(handle, failing)
+            yield disk
+            disk.flush()  # as `replacing` flushes what is buffered before the rename
+
+    monkeypatch.setattr(kllint.outfiles, "replacing", full_disk)
+    previous = write(project / "out" / "findings.txt", "previous\n")
+    result = _check([*args, "-o", "out/findings.txt"])
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    # the last line (a summary such as "Would fix 1 finding." may come before a failed final flush)
+    assert result.stderr.strip().splitlines()[-1] == ("kllint: error: --output-file out/findings.txt: "
+                                                      "cannot write: No space left on device")
+    assert "standard output" not in result.stderr and "Traceback" not in result.stderr
+    assert previous.read_text() == "previous\n" and _leftovers(project) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [[], ["--diff", "--unsafe-fixes"], ["--show-files"]], ids=["findings", "diff", "files"])
+def test_a_full_standard_output_is_one_line_naming_it(tmp_path, args):
+    from test_hostile_files import GOOD, ROOT
+
+    (tmp_path / "good.py").write_text(GOOD, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "kllint", "check", "--no-cache", *args, "good.py"], cwd=tmp_path,
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "kllint: error: cannot write to standard output: No space left on device"
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
