@@ -150,7 +150,7 @@ def rule(code: str) -> None:
 
 
 @cli.command()
-def server() -> None:
+def server() -> int:
     """Run the language server over stdio, for editors (needs the `server` extra: pygls)."""
     try:
         import pygls  # noqa: F401
@@ -158,7 +158,7 @@ def server() -> None:
         _fail("the language server needs pygls: pip install 'pygls>=2,<3' (kllint's `server` extra)")
     from kllint.server import serve
 
-    serve()
+    return serve()  # 0 after a `shutdown` request, else 1 (LSP)
 
 
 @cli.command(name="rules")

@@ -7,12 +7,13 @@ pygls server itself. Importing this package does not import pygls.
 from __future__ import annotations
 
 
-def serve() -> None:
-    """Run the language server over stdio (imports pygls).
+def serve() -> int:
+    """Run the language server over stdio (imports pygls); returns the exit status (0 after a
+    `shutdown` request, else 1).
 
     Raises:
         ImportError: pygls is not installed (kllint's `server` extra: `pip install 'pygls>=2,<3'`).
     """
     from kllint.server.lsp import serve as run
 
-    run()
+    return run()

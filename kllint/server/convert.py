@@ -57,3 +57,15 @@ def to_lsp(d: Diagnostic, lines: Sequence[str], codec: PositionCodec, cwd: Path,
         related_information=related or None,
         data={"name": d.name, "fix": d.fix.applicability if d.fix and d.fix.replacement else None},
     )
+
+
+def not_checked(reason: str, lines: Sequence[str], codec: PositionCodec) -> types.Diagnostic:
+    """The diagnostic published when a buffer could not be checked (an internal error, an invalid
+    configuration): on its first line, so that the editor shows why no finding is shown."""
+    first = lines[0].rstrip("\r\n") if lines else ""
+    return types.Diagnostic(
+        range=to_range(Span(1, 1, 1, len(first) + 1), lines, codec),
+        message=f"kllint could not check this file ({reason}); its findings, if any, are not shown",
+        severity=types.DiagnosticSeverity.Warning, code="KL900",
+        code_description=types.CodeDescription(href=HELP_URI.format(code="KL900")), source=SOURCE,
+        data={"name": "not-checked", "fix": None})

@@ -49,15 +49,17 @@ def settings_for(path: Path) -> Settings:
 def check_buffer(path: Path, text: str) -> Checked:
     """The findings of the buffer `text` of the file `path` (which need not exist or be saved):
     configuration, per-file ignores and suppressions apply as for the file, helpers in other
-    project modules are read from disk. Never raises."""
+    project modules are read from disk. Never raises (it runs in the server's analysis thread)."""
     from kllint.pipeline.run import run
 
     try:
         result = run([_item(path, text)], SettingsResolver())
     except ConfigError as exc:
         return Checked((), (str(exc),))
-    except Exception as exc:  # noqa: BLE001 - an editor must never lose its server over one buffer
-        return Checked((), (f"internal error: {type(exc).__name__}: {exc}",))
+    except RecursionError:
+        return Checked((), ("internal error: RecursionError (nested too deeply)",))
+    except BaseException as exc:  # noqa: BLE001 - also AnalysisStopped: an editor must never lose its server
+        return Checked((), (f"internal error: {type(exc).__name__}: {str(exc)[:200]}",))
     return Checked(tuple(result.diagnostics), tuple(result.internal_errors))
 
 

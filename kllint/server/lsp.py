@@ -13,7 +13,11 @@
 
 Settings come as `initializationOptions` or in `workspace/didChangeConfiguration` (under a
 `kllint` key or at the top level): `{"unsafeFixes": false, "debounceMs": 300}`. The analysis runs
-in one worker thread, one buffer at a time; a result for an outdated version is dropped.
+in one worker thread, one buffer at a time; a result for an outdated version is dropped. A buffer
+that could not be checked (an internal error, an invalid configuration) gets one KL900 diagnostic
+on its first line saying why, never an empty list that looks clean. Every request is answered,
+also invalid ones and those after `shutdown` (kllint.server.protocol); `exit` ends the process
+with 0 after `shutdown`, else 1.
 """
 from __future__ import annotations
 
@@ -30,8 +34,9 @@ from pygls.uris import to_fs_path
 
 from kllint import __version__
 from kllint.diagnostics import Diagnostic, Span
-from kllint.server.documents import check_buffer, fix_all, fix_edit
-from kllint.server.convert import to_lsp, to_range, to_span
+from kllint.server.documents import Checked, check_buffer, fix_all, fix_edit
+from kllint.server.convert import not_checked, to_lsp, to_range, to_span
+from kllint.server.protocol import KllintProtocol
 
 FIX_ALL = "source.fixAll.kllint"
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -52,7 +57,7 @@ class KllintServer(LanguageServer):
     """The language server: open documents' results, settings, the debounce timers."""
 
     def __init__(self) -> None:
-        super().__init__("kllint", __version__)
+        super().__init__("kllint", __version__, protocol_cls=KllintProtocol)
         self.unsafe_fixes = False
         self.debounce = 0.3
         self.results: dict[str, Result] = {}
@@ -72,6 +77,16 @@ class KllintServer(LanguageServer):
     async def in_worker(self, function, *args):
         """Run `function(*args)` in the analysis thread."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls's hook for errors no request answers: a body its read loop could not parse
+        (`source` is then JsonRpcException) is answered with -32700; the rest as pygls does."""
+        from pygls.exceptions import JsonRpcException
+
+        if source is JsonRpcException and isinstance(self.protocol, KllintProtocol) \
+                and self.protocol.refuse_unparsable(error):
+            return
+        super().report_server_error(error, source)
 
 
 server = KllintServer()
@@ -106,16 +121,28 @@ async def lint(ls: KllintServer, uri: str) -> None:
         return
     document = ls.workspace.get_text_document(uri)
     version, text = document.version, document.source
-    checked = await ls.in_worker(check_buffer, path, text)
+    try:
+        checked = await ls.in_worker(check_buffer, path, text)
+    except Exception as exc:  # noqa: BLE001 - check_buffer never raises; the thread could not run it
+        checked = Checked((), (f"internal error: {type(exc).__name__}: {exc}",))
     if uri not in ls.workspace.text_documents or ls.workspace.get_text_document(uri).version != version:
         return
-    for note in checked.errors:
-        ls.window_log_message(types.LogMessageParams(types.MessageType.Warning, f"kllint: {note}"))
     ls.results[uri] = Result(version, text, checked.diagnostics)
     lines, codec = _lines(text), document.position_codec
-    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-        uri=uri, version=version,
-        diagnostics=[to_lsp(d, lines, codec, Path.cwd(), _file_lines) for d in checked.diagnostics]))
+    published, unshown = [], []
+    for d in checked.diagnostics:
+        try:
+            published.append(to_lsp(d, lines, codec, Path.cwd(), _file_lines))
+        except Exception as exc:  # noqa: BLE001 - one finding that cannot be placed hides no other
+            unshown.append(f"internal error: {d.code} at {d.span.line}:{d.span.column} cannot be shown "
+                           f"({type(exc).__name__})")
+    for note in (*checked.errors, *unshown):
+        ls.window_log_message(types.LogMessageParams(types.MessageType.Warning, f"kllint: {note}"))
+    reason = checked.errors[0] if checked.errors else unshown[0] if unshown and not published else None
+    if reason is not None and not any(d.code == "KL900" for d in checked.diagnostics):
+        published.insert(0, not_checked(reason, lines, codec))  # never an empty list that looks clean
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, version=version,
+                                                                        diagnostics=published))
 
 
 def _schedule(ls: KllintServer, uri: str, delay: float) -> None:
@@ -127,7 +154,12 @@ def _schedule(ls: KllintServer, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
         ls.pending.pop(uri, None)
-        await lint(ls, uri)
+        try:
+            await lint(ls, uri)
+        except Exception as exc:  # noqa: BLE001 - a task's error would be lost: say it, keep serving
+            log.exception("checking %s failed", uri)
+            ls.window_log_message(types.LogMessageParams(
+                types.MessageType.Error, f"kllint: {uri} was not checked: internal error: {type(exc).__name__}: {exc}"))
 
     ls.pending[uri] = asyncio.ensure_future(later())
 
@@ -261,7 +293,9 @@ async def code_action(ls: KllintServer, params: types.CodeActionParams) -> list[
     return actions
 
 
-def serve() -> None:
-    """Run the server on stdin/stdout until the client says exit."""
+def serve() -> int:
+    """Run the server on stdin/stdout until the client says exit (or closes stdin); returns the
+    exit status the LSP asks for: 0 after a `shutdown` request, else 1."""
     logging.basicConfig(level=logging.WARNING, format="kllint server: %(message)s")
     server.start_io()
+    return 0 if isinstance(server.protocol, KllintProtocol) and server.protocol.shut_down else 1
