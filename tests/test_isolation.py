@@ -1,0 +1,131 @@
+"""Issue 35: checking a project never runs its code. A project may hold a module named like one
+that kllint, or a process kllint starts, imports (`json.py`, `typing.py`, `pickle.py`, ...): no
+command may import it, whatever the current folder, whether the file parses, with or without
+worker processes, the cache, fixes or the language server. `--confirm` and `gradcheck
+MODULE:FUNCTION` run the user's code by design and are not tested here.
+
+Every hostile module writes a marker file (named after itself) into a folder outside the
+project when it is imported; a test fails when any marker appears. The names are those the
+processes import, read at test time with `-X importtime`, plus a fixed list of common ones.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kllint.config import OUTPUT_FORMATS
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+# an f-string (so the newer-grammar parser child runs) in a file that does not parse
+BROKEN = 'print(f"{1}")\nif :\n    pass\n'
+COMMON = ("json", "typing", "re", "ast", "enum", "copy", "inspect", "warnings", "libcst", "os", "io", "abc",
+          "codecs", "encodings", "site", "sitecustomize", "usercustomize", "types", "functools", "collections",
+          "subprocess", "tempfile", "shutil", "pathlib", "signal", "resource", "selectors", "threading",
+          "pickle", "runpy", "importlib", "multiprocessing", "concurrent", "queue", "socket", "struct",
+          "weakref", "traceback", "linecache", "tokenize", "token", "dataclasses", "contextlib", "operator",
+          "keyword", "heapq", "bisect", "random", "hashlib", "stat", "posixpath", "genericpath", "fnmatch",
+          "string", "textwrap", "locale", "gettext", "platform", "uuid", "datetime", "difflib", "atexit",
+          "errno", "time", "math", "yaml", "typing_extensions", "click", "rich", "pathspec", "tomli",
+          "tomllib", "asyncio", "pygls", "lsprotocol", "attrs", "cattrs", "__future__")
+# interpreter start-up imports these itself before `python -m kllint` hands over to kllint
+NOT_KLLINTS = {"kllint", "__main__"}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
+def _imported(command: list[str], cwd: Path, stdin: str = "") -> set[str]:
+    """The top-level names of the modules `command` (a Python command line) imports."""
+    proc = subprocess.run([command[0], "-X", "importtime", *command[1:]], input=stdin, cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=_env())
+    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2}
+    assert "libcst" in names or "click" in names, proc.stderr[-2000:]
+    return names - {"imported package", ""}
+
+
+def _losses(folder: Path) -> None:
+    """Ten files with findings: enough for `-j 2` to start workers."""
+    for index, fixture in enumerate(sorted(FIXTURES.glob("KL102/*.py"))[:10]):
+        shutil.copy(fixture, folder / f"loss{index}.py")
+
+
+def _names(tmp_path: Path) -> list[str]:
+    """Every module name imported by the parser child, a `kllint check -j 2` (its workers and
+    multiprocessing's resource tracker inherit `-X importtime`) and `kllint server`, and the
+    common ones."""
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    (quiet / "broken.py").write_text(BROKEN, encoding="utf-8")
+    _losses(quiet)
+    child = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                                          "from kllint.compat import _child; _child()"]
+    names = (_imported(child, quiet, BROKEN)
+             | _imported([sys.executable, "-m", "kllint", "check", "-j", "2", "--no-cache", "."], quiet)
+             | _imported([sys.executable, "-m", "kllint", "server"], quiet))
+    assert {"pygls", "libcst", "multiprocessing", "pickle"} <= names  # the server's, the child's, the workers'
+    shutil.rmtree(quiet)
+    return sorted((names | set(COMMON)) - NOT_KLLINTS)
+
+
+def _plant(folder: Path, names: list[str], markers: Path) -> None:
+    for name in names:  # nothing imported: the module may be named os or builtins' neighbours
+        (folder / f"{name}.py").write_text(
+            f"open({str(markers / name)!r}, 'w').close()\n", encoding="utf-8")
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[Path, Path]:
+    """(project, markers): a project whose root (the current folder of the runs) and `src`
+    (the checked folder) hold a hostile module for every name; `src` has a broken f-string
+    file, a pyproject.toml and ten files with findings (enough for `-j 2` to start workers)."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    project = tmp_path / "project"
+    src = project / "src"
+    src.mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
+    names = _names(tmp_path)
+    assert {"json", "libcst", "re", "typing"} <= set(names)
+    _plant(project, names, markers)
+    _plant(src, names, markers)
+    (src / "broken.py").write_text(BROKEN, encoding="utf-8")
+    _losses(src)
+    return project, markers
+
+
+def _marked(markers: Path) -> list[str]:
+    return sorted(os.listdir(markers))
+
+
+def _kllint(args: list[str], cwd: Path, stdin: str = "", launcher: list[str] | None = None):
+    return subprocess.run([*(launcher or [sys.executable, "-m", "kllint"]), *args], cwd=cwd, input=stdin,
+                          capture_output=True, text=True, timeout=300, env=_env(), errors="backslashreplace")
+
+
+@pytest.fixture
+def console_script(tmp_path: Path) -> list[str]:
+    """A launcher like the `kllint` console script pip writes (its own folder first on sys.path)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "kllint").write_text("import sys\nfrom kllint.cli import main\nsys.exit(main())\n", encoding="utf-8")
+    return [sys.executable, str(folder / "kllint")]
+
+
+def test_checking_a_broken_f_string_file_imports_nothing_from_the_project(hostile, console_script):
+    project, markers = hostile
+    done = _kllint(["check", "-j", "1", "--no-cache", "--output-format", "json", "src"], project, launcher=console_script)
+    assert _marked(markers) == [], done.stderr[-3000:]
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    found = json.loads(done.stdout)
+    assert any(d["path"] == "src/broken.py" and d["code"] == "KL900" for d in found)  # the syntax error
+    assert any(d["path"].startswith("src/loss") for d in found)
