@@ -129,3 +129,79 @@ def test_checking_a_broken_f_string_file_imports_nothing_from_the_project(hostil
     found = json.loads(done.stdout)
     assert any(d["path"] == "src/broken.py" and d["code"] == "KL900" for d in found)  # the syntax error
     assert any(d["path"].startswith("src/loss") for d in found)
+
+
+COMMANDS = [
+    *(["check", "--no-cache", "--output-format", fmt, "src"] for fmt in OUTPUT_FORMATS),
+    ["check", "src"],  # writes the cache
+    ["check", "src"],  # reads it
+    ["check", "-j", "2", "--no-cache", "src"],
+    ["check", "-j", "2", "src"],
+    ["check", "--statistics", "src"],
+    ["check", "--show-files", "src"],
+    ["check", "--show-settings", "src"],
+    ["check", "--diff", "src"],
+    ["check", "--diff", "--unsafe-fixes", "src"],
+    ["check", "--write-baseline", "baseline.json", "src"],
+    ["check", "--baseline", "baseline.json", "src"],
+    ["check", "--fix", "src"],
+    ["check", "--fix", "--unsafe-fixes", "src"],
+    ["check", "--add-noqa", "src"],
+    ["--version"],
+    ["rule", "KL102"],
+    ["rules"],
+    ["rules", "--output-format", "json"],
+    ["gradcheck", "--expr", "torch.exp(ref - logp) - (ref - logp) - 1"],
+    ["clean"],
+]
+
+
+def test_no_command_imports_anything_from_the_project(hostile, console_script):
+    project, markers = hostile
+    ran = []
+    for args in COMMANDS:
+        done = _kllint(args, project)
+        ran.append((args, done.returncode, done.stderr[-500:]))
+        assert _marked(markers) == [], ran
+    for stdin_args in (["check", "-", "--stdin-filename", "src/broken.py"],
+                       ["check", "--fix", "-", "--stdin-filename", "src/broken.py"]):
+        done = _kllint(stdin_args, project, stdin=BROKEN)
+        assert _marked(markers) == [], (stdin_args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr
+    for args in (["check", "-j", "2", "--no-cache", "src"], ["check", "--no-cache", "src"]):
+        done = _kllint(args, project, launcher=console_script)
+        assert _marked(markers) == [], done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+
+
+def test_the_language_server_imports_nothing_from_the_project(hostile):
+    pytest.importorskip("pygls")
+    pytest_lsp = pytest.importorskip("pytest_lsp")
+    from lsprotocol import types
+
+    project, markers = hostile
+    unsaved = project / "src" / "unsaved.py"
+
+    async def session() -> list[types.Diagnostic]:
+        client = pytest_lsp.make_test_lsp_client()
+        await client.start_io(sys.executable, "-m", "kllint", "server", cwd=str(project), env=_env())
+        try:
+            await client.initialize_session(types.InitializeParams(
+                capabilities=pytest_lsp.client_capabilities("visual-studio-code"), root_uri=project.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=project.as_uri(), name="p")]))
+            client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+                uri=unsaved.as_uri(), language_id="python", version=1, text=BROKEN)))
+            while True:
+                params = await asyncio.wait_for(
+                    client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 120)
+                if params.uri == unsaved.as_uri():
+                    return list(params.diagnostics)
+        finally:
+            await client.shutdown_session()
+            await client.stop()
+
+    try:
+        published = asyncio.run(session())
+    finally:  # a server that imported a hostile module may have died of it: the markers first
+        assert _marked(markers) == []
+    assert [d.code for d in published] == ["KL900"]
