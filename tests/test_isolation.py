@@ -123,7 +123,8 @@ def console_script(tmp_path: Path) -> list[str]:
 
 def test_checking_a_broken_f_string_file_imports_nothing_from_the_project(hostile, console_script):
     project, markers = hostile
-    done = _kllint(["check", "-j", "1", "--no-cache", "--output-format", "json", "src"], project, launcher=console_script)
+    done = _kllint(["check", "-j", "1", "--no-cache", "--output-format", "json", "src"], project,
+                   launcher=console_script)
     assert _marked(markers) == [], done.stderr[-3000:]
     assert done.returncode == 1 and "Traceback" not in done.stderr
     found = json.loads(done.stdout)
