@@ -35,22 +35,29 @@ COMMON = ("json", "typing", "re", "ast", "enum", "copy", "inspect", "warnings", 
           "string", "textwrap", "locale", "gettext", "platform", "uuid", "datetime", "difflib", "atexit",
           "errno", "time", "math", "yaml", "typing_extensions", "click", "rich", "pathspec", "tomli",
           "tomllib", "asyncio", "pygls", "lsprotocol", "attrs", "cattrs", "__future__")
-# interpreter start-up imports these itself before `python -m kllint` hands over to kllint
-NOT_KLLINTS = {"kllint", "__main__"}
 
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 
 
-def _imported(command: list[str], cwd: Path, stdin: str = "") -> set[str]:
-    """The top-level names of the modules `command` (a Python command line) imports."""
+def _imported(command: list[str], cwd: Path, stdin: str = "") -> list[str]:
+    """The top-level names of the modules `command` (a Python command line) imports, in the
+    order `-X importtime` reports them (a module after the modules it imports)."""
     proc = subprocess.run([command[0], "-X", "importtime", *command[1:]], input=stdin, cwd=cwd, capture_output=True,
                           text=True, timeout=300, env=_env())
-    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
-             if line.startswith("import time:") and line.count("|") == 2}
+    names = [line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2]
     assert "libcst" in names or "click" in names, proc.stderr[-2000:]
-    return names - {"imported package", ""}
+    return [name for name in names if name not in ("imported package", "")]
+
+
+def _before_kllint(cwd: Path) -> set[str]:
+    """The modules `python -m kllint` imports before kllint's own code runs: the interpreter
+    imports them (e.g. runpy on Python 3.10) once it has put the current folder on sys.path,
+    which nothing in kllint can prevent; `python -P` / `-I` or the console script avoid it."""
+    names = _imported([sys.executable, "-m", "kllint", "--version"], cwd)
+    return set(names[:names.index("kllint")])
 
 
 def _losses(folder: Path) -> None:
@@ -69,12 +76,12 @@ def _names(tmp_path: Path) -> list[str]:
     _losses(quiet)
     child = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
                                           "from kllint.compat import _child; _child()"]
-    names = (_imported(child, quiet, BROKEN)
-             | _imported([sys.executable, "-m", "kllint", "check", "-j", "2", "--no-cache", "."], quiet)
-             | _imported([sys.executable, "-m", "kllint", "server"], quiet))
+    names = {*_imported(child, quiet, BROKEN),
+             *_imported([sys.executable, "-m", "kllint", "check", "-j", "2", "--no-cache", "."], quiet),
+             *_imported([sys.executable, "-m", "kllint", "server"], quiet)}
     assert {"pygls", "libcst", "multiprocessing", "pickle"} <= names  # the server's, the child's, the workers'
     shutil.rmtree(quiet)
-    return sorted((names | set(COMMON)) - NOT_KLLINTS)
+    return sorted((names | set(COMMON) | {"kllint"}) - {"__main__"})
 
 
 def _plant(folder: Path, names: list[str], markers: Path) -> None:
@@ -83,11 +90,11 @@ def _plant(folder: Path, names: list[str], markers: Path) -> None:
             f"open({str(markers / name)!r}, 'w').close()\n", encoding="utf-8")
 
 
-@pytest.fixture
-def hostile(tmp_path: Path) -> tuple[Path, Path]:
-    """(project, markers): a project whose root (the current folder of the runs) and `src`
-    (the checked folder) hold a hostile module for every name; `src` has a broken f-string
-    file, a pyproject.toml and ten files with findings (enough for `-j 2` to start workers)."""
+def _project(tmp_path: Path, spare_in_root: set[str]) -> tuple[Path, Path]:
+    """(project, markers): a project whose `src` (the checked folder) holds a hostile module for
+    every name, and its root (the current folder of the runs) for every name but `spare_in_root`;
+    `src` has a broken f-string file and ten files with findings (enough for `-j 2` to start
+    workers), the root a pyproject.toml."""
     markers = tmp_path / "markers"
     markers.mkdir()
     project = tmp_path / "project"
@@ -96,11 +103,24 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
     (project / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
     names = _names(tmp_path)
     assert {"json", "libcst", "re", "typing"} <= set(names)
-    _plant(project, names, markers)
+    _plant(project, [name for name in names if name not in spare_in_root], markers)
     _plant(src, names, markers)
     (src / "broken.py").write_text(BROKEN, encoding="utf-8")
     _losses(src)
     return project, markers
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[Path, Path]:
+    """`_project` with every hostile module in both folders (for the console script)."""
+    return _project(tmp_path, set())
+
+
+@pytest.fixture
+def hostile_for_m(tmp_path: Path) -> tuple[Path, Path]:
+    """`_project` without, in the current folder, the modules `python -m` imports before kllint runs."""
+    (tmp_path / "empty").mkdir()  # and kllint.py: `python -m kllint` runs it, as Python does
+    return _project(tmp_path, _before_kllint(tmp_path / "empty") | {"kllint"})
 
 
 def _marked(markers: Path) -> list[str]:
@@ -123,13 +143,14 @@ def console_script(tmp_path: Path) -> list[str]:
 
 def test_checking_a_broken_f_string_file_imports_nothing_from_the_project(hostile, console_script):
     project, markers = hostile
-    done = _kllint(["check", "-j", "1", "--no-cache", "--output-format", "json", "src"], project,
-                   launcher=console_script)
-    assert _marked(markers) == [], done.stderr[-3000:]
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    found = json.loads(done.stdout)
-    assert any(d["path"] == "src/broken.py" and d["code"] == "KL900" for d in found)  # the syntax error
-    assert any(d["path"].startswith("src/loss") for d in found)
+    for jobs in ("1", "2"):  # the parser child in this process, then in worker processes
+        done = _kllint(["check", "-j", jobs, "--no-cache", "--output-format", "json", "src"], project,
+                       launcher=console_script)
+        assert _marked(markers) == [], done.stderr[-3000:]
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        found = json.loads(done.stdout)
+        assert any(d["path"] == "src/broken.py" and d["code"] == "KL900" for d in found)  # the syntax error
+        assert any(d["path"].startswith("src/loss") for d in found)
 
 
 COMMANDS = [
@@ -157,8 +178,8 @@ COMMANDS = [
 ]
 
 
-def test_no_command_imports_anything_from_the_project(hostile, console_script):
-    project, markers = hostile
+def test_no_command_imports_anything_from_the_project(hostile_for_m, console_script):
+    project, markers = hostile_for_m
     ran = []
     for args in COMMANDS:
         done = _kllint(args, project)
@@ -175,12 +196,12 @@ def test_no_command_imports_anything_from_the_project(hostile, console_script):
         assert "Traceback" not in done.stderr
 
 
-def test_the_language_server_imports_nothing_from_the_project(hostile):
+def test_the_language_server_imports_nothing_from_the_project(hostile_for_m):
     pytest.importorskip("pygls")
     pytest_lsp = pytest.importorskip("pytest_lsp")
     from lsprotocol import types
 
-    project, markers = hostile
+    project, markers = hostile_for_m
     unsaved = project / "src" / "unsaved.py"
 
     async def session() -> list[types.Diagnostic]:
