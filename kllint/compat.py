@@ -141,7 +141,7 @@ def child_environment() -> dict[str, str]:
 @lru_cache(maxsize=64)
 def _in_child(text: str) -> tuple[int, str]:
     try:
-        with tempfile.TemporaryDirectory(prefix="kllint-parse-") as neutral:
+        with tempfile.TemporaryDirectory(prefix="kllint-parse-", ignore_cleanup_errors=True) as neutral:
             done = subprocess.run(child_command(), input=text.encode("utf-8", "surrogatepass"), capture_output=True,
                                   timeout=CHILD_SECONDS, env=child_environment(), cwd=neutral)
     except (OSError, subprocess.SubprocessError):

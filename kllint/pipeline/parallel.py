@@ -340,7 +340,8 @@ def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
 def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
     """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
     once per task, in completion order, in this process (also after worker crashes)."""
-    with tempfile.TemporaryDirectory(prefix="kllint-workers-") as neutral:  # removed once every worker ended
+    # the workers start from `neutral` (see the module docstring); it is removed after they ended
+    with tempfile.TemporaryDirectory(prefix="kllint-workers-", ignore_cleanup_errors=True) as neutral:
         remaining = list(tasks)
         while remaining:
             unfinished, suspects = _round(remaining, jobs, track, done, neutral)
