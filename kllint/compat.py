@@ -11,7 +11,11 @@ the original text for the analysis itself.
 
 libcst's native parser can overflow its stack on input Python rejects for its nesting, and
 such input is not screened here, so the parse runs in a child process with a time limit and an
-address-space limit: whatever happens there costs one file, never the run.
+address-space limit: whatever happens there costs one file, never the run. The child imports
+nothing from the checked project (issue 35): it runs this file as a script in isolated mode
+(`-I`: no current folder or script folder on `sys.path`, no PYTHON* variables, no user
+site-packages), from a fresh empty folder, with the PYTHON* variables removed from its
+environment; only the folder libcst is installed in is added, at the end of `sys.path`.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from functools import lru_cache
 
 NEWER_SYNTAX = re.compile(r"^[ \t]*type[ \t]+\w|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*\[|"
@@ -109,15 +114,36 @@ def _child() -> None:  # pragma: no cover - runs in the child process
     sys.stdout.buffer.write(rewritten.encode("utf-8", "surrogatepass"))
 
 
+def _libcst_folder() -> str | None:
+    """The folder libcst is imported from in this process (found, not imported), or None."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("libcst")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return os.path.dirname(os.path.abspath(locations[0])) if locations else None
+
+
+def child_command() -> list[str]:
+    """The command line of the parser child: this file as an isolated script (see the module
+    docstring), the folder of libcst as its argument."""
+    folder = _libcst_folder()
+    return [sys.executable, "-I", os.path.abspath(__file__), *([folder] if folder else [])]
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment without the PYTHON* variables (`-I` ignores them too)."""
+    return {name: value for name, value in os.environ.items() if not name.upper().startswith("PYTHON")}
+
+
 @lru_cache(maxsize=64)
 def _in_child(text: str) -> tuple[int, str]:
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        done = subprocess.run([sys.executable, "-c", "from kllint.compat import _child; _child()"],
-                              input=text.encode("utf-8", "surrogatepass"), capture_output=True,
-                              timeout=CHILD_SECONDS, env=env)
+        with tempfile.TemporaryDirectory(prefix="kllint-parse-", ignore_cleanup_errors=True) as neutral:
+            done = subprocess.run(child_command(), input=text.encode("utf-8", "surrogatepass"), capture_output=True,
+                                  timeout=CHILD_SECONDS, env=child_environment(), cwd=neutral)
     except (OSError, subprocess.SubprocessError):
         return -1, ""
     return done.returncode, done.stdout.decode("utf-8", "surrogatepass")
@@ -142,3 +168,8 @@ def newer_syntax_outline(text: str, error: SyntaxError) -> tuple[ast.Module | No
         newer.lineno, newer.offset = error.lineno, error.offset
         return None, newer
     return None, error
+
+
+if __name__ == "__main__":  # pragma: no cover - the parser child (`child_command`)
+    sys.path.extend(folder for folder in sys.argv[1:] if folder not in sys.path)
+    _child()

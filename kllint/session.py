@@ -146,23 +146,26 @@ def default_jobs() -> int:
     return max(os.cpu_count() or 1, 1)
 
 
-def open_cache(options: CheckOptions) -> "ResultCache | None":
-    """The result cache of this run (None with --no-cache, or when it cannot be created)."""
+def open_cache(options: CheckOptions, say: Callable[[str], None] | None = None) -> "ResultCache | None":
+    """The result cache of this run: None with --no-cache, or when the default folder cannot be
+    used (`say` tells why when the folder is not kllint's).
+
+    Raises:
+        UsageError: the --cache-dir folder cannot be used.
+    """
     if options.no_cache or "-" in options.paths:
         return None
-    from kllint.pipeline.cache import ResultCache, default_directory
+    from kllint.pipeline.cache import ForeignFolderError, ResultCache, default_directory, project_root
 
     directory = Path(options.cache_dir) if options.cache_dir else default_directory(options.paths)
-    if options.cache_dir:  # asked for by name: a folder that cannot be created is an error
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--cache-dir {options.cache_dir}: cannot create the folder: "
-                             f"{exc.strerror or exc}") from None
-    cache = ResultCache.open(directory)
-    if cache is None and options.cache_dir:
-        raise UsageError(f"--cache-dir {options.cache_dir}: cannot write the cache there")
-    return cache
+    try:
+        return ResultCache.create(directory, project_root(options.paths))
+    except Exception as exc:  # noqa: BLE001 - the default cache never breaks a run
+        if options.cache_dir:  # asked for by name: an error
+            raise UsageError(f"--cache-dir {options.cache_dir}: {exc}") from None
+        if isinstance(exc, ForeignFolderError) and say is not None:
+            say(f"kllint: warning: {exc}; checking without the cache")
+    return None
 
 
 def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
@@ -264,7 +267,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
     jobs = options.jobs if options.jobs is not None else default_jobs()
-    cache = open_cache(options)
+    cache = open_cache(options, None if options.quiet else lambda line: _say(err, line))
     try:
         result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache,  # fixes analyse again
                           keep_index=not (options.fix or options.diff or options.add_noqa))
@@ -412,9 +415,6 @@ def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> 
 
     directory = Path(cache_dir) if cache_dir else default_directory(paths or (".",))
     try:
-        existed, count = clean(directory)
+        return clean(directory).lines(directory)
     except OSError as exc:
         raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None
-    if not existed:
-        return [f"No cache to remove at {directory}."]
-    return [f"Removed {directory} ({_plural(count, 'file')})."]

@@ -132,7 +132,7 @@ def test_pool_that_cannot_start_falls_back_to_this_process(tmp_path, monkeypatch
     _project(tmp_path)
     expected, _ = _json([tmp_path / "proj" / "pkg"], 1)
 
-    def broken_executor(workers, status):  # every worker dies before it takes a file
+    def broken_executor(workers, status, home):  # every worker dies before it takes a file
         return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                                    initializer=os._exit, initargs=(3,))
 

@@ -24,7 +24,9 @@ work: a file whose `stat` signature is unchanged (and was not racily new) has it
 sha256 without being read, and a file the prefilter let go is a hit without loading its entry.
 
 The cache never breaks a run: an unreadable, corrupt or foreign entry is a miss; a cache folder
-that cannot be created or written is skipped. Entries are written atomically (a temporary file
+that cannot be created or written is skipped. The folder is kllint's alone
+(`kllint.pipeline.cachedir`): a folder kllint did not create (non-empty, without its tag) or a
+symbolic link is never written to. Entries are written atomically (a temporary file
 in the same folder, then `os.replace`), so concurrent runs never see half an entry.
 
 The cache is not trusted. Its folder may be shared between CI jobs, where a pull request from
@@ -41,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import stat
 from dataclasses import fields
 from pathlib import Path
@@ -52,6 +53,8 @@ from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Estimate, Fix, Span, TraceStep
 from kllint.notebook import is_notebook
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.cachedir import (CACHEDIR_TAG, TAG_SIGNATURE, TAG_TEXT, CacheFolderError,  # noqa: F401 - API
+                                      ForeignFolderError, claim, clean, is_cache_directory)
 from kllint.pipeline.manifest import Manifest
 from kllint.pipeline.fingerprints import dependencies_unchanged, implementation_digest, package_of, settings_digest
 from kllint.pipeline.outcome import Outcome
@@ -59,11 +62,6 @@ from kllint.pipeline.selection import filter_found
 from kllint.pipeline.source import MAX_FILE_BYTES, decode_source, read_regular
 
 CACHE_DIR_NAME = ".kllint_cache"
-CACHEDIR_TAG = "CACHEDIR.TAG"
-TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
-TAG_TEXT = (f"{TAG_SIGNATURE}\n"
-            "# This file is a cache directory tag created by kllint.\n"
-            "# For information about cache directory tags see https://bford.info/cachedir/\n")
 FORMAT = "v3"
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 PROJECT_MARKERS = ("pyproject.toml", ".git")
@@ -148,21 +146,29 @@ class ResultCache:
         self._manifest: Manifest | None = None
 
     @classmethod
-    def open(cls, directory: Path) -> "ResultCache | None":
-        """The cache in `directory`, created with CACHEDIR.TAG and .gitignore; None when impossible."""
+    def create(cls, directory: Path, within: Path | None = None) -> "ResultCache":
+        """The cache in `directory`, a folder that is kllint's (`kllint.pipeline.cachedir.claim`;
+        `within`: the checked project's root, no symbolic link below it is followed).
+
+        Raises:
+            ForeignFolderError: the folder is not kllint's to write.
+            CacheFolderError: it cannot be created or written.
+        """
+        claim(Path(directory), within)
+        cache = cls(directory)
         try:
-            cache = cls(directory)
-            cache.directory.mkdir(parents=True, exist_ok=True)
             _real_folder(cache.entries, create=True)
-            tag = cache.directory / CACHEDIR_TAG
-            if not tag.is_file():
-                _write_atomic(tag, TAG_TEXT.encode())
-            ignore = cache.directory / ".gitignore"
-            if not ignore.is_file():
-                _write_atomic(ignore, b"# Automatically created by kllint.\n*\n")
+        except OSError as exc:
+            raise CacheFolderError(f"cannot write the cache there: {exc.strerror or exc}") from None
+        return cache
+
+    @classmethod
+    def open(cls, directory: Path) -> "ResultCache | None":
+        """`create`, or None when it raises."""
+        try:
+            return cls.create(directory)
         except Exception:  # noqa: BLE001 - a cache must never break a run
             return None
-        return cache
 
     def _settings_digest(self, settings: Settings) -> str:
         known = self._settings.get(id(settings))
@@ -301,30 +307,6 @@ def _load_entry(path: str | Path, checked: set[str] | None = None) -> Any:
 def _write_atomic(target: str | Path, data: bytes) -> None:
     with replacing(target, sync=False) as handle:  # an entry lost in a crash is a miss, not an error
         handle.write(data)
-
-
-def is_cache_directory(directory: Path) -> bool:
-    """True when `directory` holds the CACHEDIR.TAG that kllint writes (safe to delete)."""
-    try:
-        tag = read_regular(directory / CACHEDIR_TAG, 64 * 1024, follow_symlinks=False)
-        return tag.decode("utf-8", errors="replace").startswith(TAG_SIGNATURE)
-    except OSError:
-        return False
-
-
-def clean(directory: Path) -> tuple[bool, int]:
-    """Delete a kllint cache folder; returns (whether it existed, number of files removed).
-
-    Raises:
-        OSError: the folder exists but is not a kllint cache (no CACHEDIR.TAG) or cannot be removed.
-    """
-    if not directory.exists():
-        return False, 0
-    if directory.name != CACHE_DIR_NAME and not is_cache_directory(directory):
-        raise OSError(f"{directory} does not look like a kllint cache (no {CACHEDIR_TAG}); not removed")
-    count = sum(1 for p in directory.rglob("*") if p.is_file())
-    shutil.rmtree(directory)
-    return True, count
 
 
 def cacheable(item: Discovered) -> bool:

@@ -23,6 +23,14 @@ thread of each worker checks every `PARENT_POLL` seconds whether its parent proc
 the one that started it (`os.getppid()` changes when an orphan is adopted), also in the middle
 of a long file.
 
+Worker processes (and multiprocessing's resource tracker) are started with `python -c`, which
+puts the current folder first on `sys.path` until a worker has received this process's
+`sys.path`; started from the project's folder, a worker would import the project's
+`pickle.py` or `threading.py` in place of the standard library's (issue 35). So they are
+started from an empty private folder (`_elsewhere`: the pool is created and tasks are submitted
+there, by the one thread that runs `analyse`) and each worker returns to this process's folder
+in `_init_worker`, before any task.
+
 Test-only: the environment variable `KLLINT_TEST_CRASH_ON=<file name>[,<file name>...]` makes
 a worker exit abruptly (`os._exit`) when it reaches a file of such a name; it has no effect
 outside worker processes (`-j 1` and small runs ignore it).
@@ -33,11 +41,13 @@ import atexit
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from kllint.analysis.index import IndexPerRoot, package_root
 from kllint.config import Settings
@@ -110,8 +120,9 @@ _INDEXES = IndexPerRoot()
 _STATUS: Any = None
 
 
-def _init_worker(status: Any) -> None:
+def _init_worker(status: Any, home: str) -> None:
     global _STATUS
+    os.chdir(home)  # started from an empty folder (see the module docstring)
     _STATUS = status
     _INDEXES.drop()
     use_analysis_thresholds()
@@ -200,12 +211,26 @@ def chunks(tasks: list[Task], jobs: int) -> list[list[Task]]:
     return [chunk for _, _, _, chunk in placed]
 
 
-def _executor(workers: int, status: Any) -> ProcessPoolExecutor:
+@contextmanager
+def _elsewhere(neutral: str) -> Iterator[None]:
+    """Run the block, which starts worker processes, with `neutral` as the current folder (see
+    the module docstring)."""
+    home = os.getcwd()
+    os.chdir(neutral)
+    try:
+        yield
+    finally:
+        os.chdir(home)
+
+
+def _executor(workers: int, status: Any, home: str) -> ProcessPoolExecutor:
+    """A pool whose workers go to `home` (this process's folder) before their first task; to be
+    created and submitted to in `_elsewhere`."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(status,))
+                               initializer=_init_worker, initargs=(status, home))
 
 
 def _terminate(executor: ProcessPoolExecutor) -> None:
@@ -231,22 +256,27 @@ def _terminate(executor: ProcessPoolExecutor) -> None:
         pass
 
 
-def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:
-    """One pool over `tasks`; returns (unfinished tasks, suspects) after a break, else ([], [])."""
+def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
+           neutral: str) -> tuple[list[Task], list[Task]]:
+    """One pool over `tasks`, started from `neutral`; returns (unfinished tasks, suspects) after
+    a break, else ([], [])."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    status = multiprocessing.get_context("spawn").RawArray("b", len(tasks))
+    home = os.getcwd()
     slot_of = {task.position: slot for slot, task in enumerate(tasks)}
     parts = chunks(tasks, jobs)
     finished: set[int] = set()
-    executor = _executor(min(jobs, len(parts)), status)
+    executor: ProcessPoolExecutor | None = None
     try:
         futures: dict[Future, list[Task]] = {}
-        for part in parts:
-            futures[executor.submit(_run_chunk, [(slot_of[t.position], t.item, t.settings) for t in part],
-                                    track)] = part
+        with _elsewhere(neutral):
+            status = multiprocessing.get_context("spawn").RawArray("b", len(tasks))
+            executor = _executor(min(jobs, len(parts)), status, home)
+            for part in parts:
+                futures[executor.submit(_run_chunk, [(slot_of[t.position], t.item, t.settings) for t in part],
+                                        track)] = part
         pending = set(futures)
         while pending:
             completed, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -265,7 +295,8 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
                     finished.add(task.position)
                     done(task.position, outcome)
     except BaseException:
-        _terminate(executor)
+        if executor is not None:
+            _terminate(executor)
         raise
     executor.shutdown(wait=True, cancel_futures=True)
     unfinished = [task for task in tasks if task.position not in finished]
@@ -273,16 +304,19 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
     return unfinished, suspects
 
 
-def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
-    """Run each task alone in a one-worker pool; a task that breaks it gets an internal error."""
+def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
+    """Run each task alone in a one-worker pool (started from `neutral`); a task that breaks it
+    gets an internal error."""
     from concurrent.futures.process import BrokenProcessPool
 
+    home = os.getcwd()
     executor: ProcessPoolExecutor | None = None
     try:
         for task in tasks:
-            if executor is None:
-                executor = _executor(1, None)
-            future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track)
+            with _elsewhere(neutral):
+                if executor is None:
+                    executor = _executor(1, None, home)
+                future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track)
             try:
                 [(_, outcome)] = future.result()
             except BrokenProcessPool:
@@ -306,16 +340,19 @@ def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
 def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
     """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
     once per task, in completion order, in this process (also after worker crashes)."""
-    remaining = list(tasks)
-    while remaining:
-        unfinished, suspects = _round(remaining, jobs, track, done)
-        if not unfinished:
-            return
-        if not suspects:  # broke before any file started: the workers cannot run at all
-            indexes = IndexPerRoot()
-            for task in unfinished:
-                done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path), track))
-            return
-        _isolate(suspects, track, done)
-        isolated = {task.position for task in suspects}
-        remaining = [task for task in unfinished if task.position not in isolated]
+    # the workers start from `neutral` (see the module docstring); it is removed after they ended
+    with tempfile.TemporaryDirectory(prefix="kllint-workers-", ignore_cleanup_errors=True) as neutral:
+        remaining = list(tasks)
+        while remaining:
+            unfinished, suspects = _round(remaining, jobs, track, done, neutral)
+            if not unfinished:
+                return
+            if not suspects:  # broke before any file started: the workers cannot run at all
+                indexes = IndexPerRoot()
+                for task in unfinished:
+                    done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path),
+                                                     track))
+                return
+            _isolate(suspects, track, done, neutral)
+            isolated = {task.position for task in suspects}
+            remaining = [task for task in unfinished if task.position not in isolated]
