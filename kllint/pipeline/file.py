@@ -16,6 +16,7 @@ from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
 from kllint.notebook import Notebook, NotebookError, is_notebook
 from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.failure import failed
 from kllint.pipeline.fingerprints import dependency_digests
 from kllint.pipeline.manifest import signature_of
 from kllint.pipeline.outcome import Outcome
@@ -51,11 +52,15 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
                  track: bool = False, prefilter: bool = True) -> Outcome:
     """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
-    never raises for bad input. With `prefilter` off, the analysis runs even on files that name
-    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
-    if is_notebook(item.path):
-        return analyse_notebook(item, settings, index, prefilter)
-    return _analyse_python(item, settings, index, track, prefilter)
+    never raises but for Ctrl+C and SIGTERM: whatever fails is that file's KL900 or internal
+    error (`kllint.pipeline.failure`). With `prefilter` off, the analysis runs even on files that
+    name no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    try:
+        if is_notebook(item.path):
+            return analyse_notebook(item, settings, index, prefilter)
+        return _analyse_python(item, settings, index, track, prefilter)
+    except Exception as exc:  # noqa: BLE001 - one file must never stop the run
+        return failed(item.display, exc)
 
 
 def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
@@ -162,15 +167,8 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
                        notes=[note], stopped=True, thread_alive=stop.abandoned)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
-    except RecursionError:
-        outcome = _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
-        outcome.file_notes.append("analysis abandoned: expression nesting too deep")
-        return outcome
-    except MemoryError:
-        return _final([syntax_diagnostic(display, "out of memory while analysing; not checked")])
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"],
-                       file_notes=[f"analysis abandoned: internal error ({type(exc).__name__})"])
+        return failed(display, exc)
     deps = None
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)

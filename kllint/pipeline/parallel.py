@@ -45,6 +45,7 @@ from kllint.exit import fast_exit
 from kllint.memory import use_analysis_thresholds
 from kllint.pipeline import prefilter
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.failure import describe
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.source import MAX_FILE_BYTES, read_regular
@@ -144,7 +145,7 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
         try:
             outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
-            outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
+            outcome = _internal_error(item, describe(exc))
         if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
             _INDEXES.drop()
         results.append((slot, outcome))
