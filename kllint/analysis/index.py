@@ -240,12 +240,15 @@ class ProjectIndex:
 
         info: ModuleInfo | None = None
         try:
+            from kllint.nesting import too_deeply_nested
             from kllint.pipeline.source import decode_source, read_regular
 
             # a regular file of at most MAX_MODULE_BYTES (never a FIFO or a device), PEP 263
             text = decode_source(read_regular(path, self.MAX_MODULE_BYTES))
             info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
             self._next_id += 1
+            if too_deeply_nested(text, info.outline) is not None:  # as a checked file (kllint.nesting)
+                info = None
         except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
             info = None
         self._by_path[path, dotted] = self._by_path[probed, dotted] = info

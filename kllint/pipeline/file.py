@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
 from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
+from kllint.nesting import too_deeply_nested
 from kllint.notebook import Notebook, NotebookError, is_notebook
 from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
 from kllint.pipeline.discovery import Discovered
@@ -146,9 +147,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
         outcome = _final([], digest)
         outcome.skipped = True
         return outcome
-    too_deep = too_long_chain(text, outline)
-    if too_deep is not None:
-        return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
+    chain = too_long_chain(text, outline)
+    too_deep = (chain, 1) if chain is not None else too_deeply_nested(text, outline)
+    if too_deep is not None:  # before anything recursive (libcst, the interpreter) touches it
+        outcome = _final([syntax_diagnostic(display, f"{too_deep[0]}; not checked", too_deep[1])], digest)
+        outcome.file_notes.append(f"not analysed: {too_deep[0]}")
+        return outcome
     # imported here, not at the top: a run whose files are all cached or skipped by the
     # prefilter never loads the analysis (libcst, the term algebra)
     from kllint.rules.dispatch import check_source
