@@ -25,7 +25,7 @@ from functools import lru_cache
 NEWER_SYNTAX = re.compile(r"^[ \t]*type[ \t]+\w|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*\[|"
                           r"(?<![\w.])[rRbB]?[fFtT][rR]?['\"]", re.M)
 # libcst takes 1-2 s and about half a gigabyte per 256 KB (a 1 MB file Python rejects: 13 s, 1.4 GB)
-CHILD_SECONDS = 5.0
+CHILD_SECONDS = 10.0  # a cold start of the child takes 0.5-1 s, 3-5 s on a loaded machine
 CHILD_MEMORY_BYTES = 1024 * 1024 * 1024
 MAX_BYTES = 256 * 1024
 NEAR_LINES = 30  # the newer syntax must show this close above the line Python rejects
