@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
-from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
+from kllint.guard import AnalysisStopped, call_with_limits, memory_budget, too_long_chain
 from kllint.nesting import too_deeply_nested
 from kllint.notebook import Notebook, NotebookError, is_notebook
 from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
@@ -165,10 +165,14 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
                                  notes=gave_up, from_disk=item.content is None, budget=settings.time_budget)
     except AnalysisStopped as stop:
-        note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
-        return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
-                                                       "(the time budget, `time-budget`); not checked")],
-                       notes=[note], stopped=True, thread_alive=stop.abandoned)
+        if stop.memory:
+            note = f"analysis of {display} stopped after using {memory_budget()} of memory (memory budget)"
+            message = f"analysis stopped after using {memory_budget()} of memory (the memory budget); not checked"
+        else:
+            note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
+            message = f"analysis stopped after {settings.time_budget:g} s (the time budget, `time-budget`); not checked"
+        return Outcome([], [syntax_diagnostic(display, message)], notes=[note], stopped=True,
+                       thread_alive=stop.abandoned)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
