@@ -75,6 +75,22 @@ def test_describe_never_formats_what_an_exception_holds() -> None:
     assert describe(PermissionError(13, "Permission denied", "/a/b")) == "PermissionError: Permission denied: /a/b"
 
 
+def test_which_failures_come_from_the_input() -> None:
+    from kllint.pipeline.failure import failed
+
+    assert [d.message for d in failed("f.py", OverflowError("x")).diagnostics] == [
+        "a number too large to analyse (OverflowError); not checked"]
+    assert [d.message for d in failed("f.py", MemoryError()).diagnostics] == ["out of memory while analysing; not checked"]
+    try:
+        try:
+            raise OSError(2, "No such file or directory")
+        except OSError:
+            raise ValueError("a bug while handling it")
+    except ValueError as exc:
+        outcome = failed("f.py", exc)  # a bug, whatever it was handling
+    assert outcome.errors == ["f.py: internal error: ValueError: a bug while handling it"] and not outcome.diagnostics
+
+
 def test_a_failure_holding_a_deep_node_is_that_files_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """As libcst's position pass fails when it runs out of stack: a KeyError of a node during a
     RecursionError. On main formatting it recursed again and the run ended (exit 2)."""

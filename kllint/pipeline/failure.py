@@ -30,7 +30,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _plain(value: object) -> bool:
     if isinstance(value, int) and not isinstance(value, bool):
         return value.bit_length() <= 64  # str() of a huge int is slow, or refused
-    return isinstance(value, _PLAIN) and (not isinstance(value, (str, bytes)) or len(value) <= 10 * MAX_MESSAGE)
+    return isinstance(value, _PLAIN)
 
 
 def describe(exc: BaseException) -> str:
@@ -45,7 +45,7 @@ def describe(exc: BaseException) -> str:
             text = str(exc)
         else:
             text = ", ".join(str(arg) if _plain(arg) else f"<{type(arg).__name__}>" for arg in args)
-    except BaseException:  # noqa: BLE001 - a message that cannot be made is no message
+    except Exception:  # noqa: BLE001 - a message that cannot be made (a __str__ that recurses) is no message
         text = ""
     text = " ".join(text.split())
     if len(text) > MAX_MESSAGE:
@@ -56,15 +56,15 @@ def describe(exc: BaseException) -> str:
 def input_failure(exc: BaseException) -> tuple[str, str] | None:
     """`(message, short reason)` when `exc` (or what it was raised during) comes from the input
     rather than from a bug: nesting too deep, a number too large, memory, an unreadable file."""
-    for cause in _chain(exc):
+    for cause in _chain(exc):  # running out of stack or memory can raise another error on the way out
         if isinstance(cause, RecursionError):
             return "expression nesting too deep to analyse", "expression nesting too deep"
         if isinstance(cause, MemoryError):
             return "out of memory while analysing", "out of memory"
-        if isinstance(cause, OverflowError):
-            return "a number too large to analyse (OverflowError)", "a number too large"
-        if isinstance(cause, OSError):
-            return f"cannot read a file while analysing ({describe(cause)})", "a file could not be read"
+    if isinstance(exc, OverflowError):
+        return "a number too large to analyse (OverflowError)", "a number too large"
+    if isinstance(exc, OSError):
+        return f"cannot read a file while analysing ({describe(exc)})", "a file could not be read"
     return None
 
 
