@@ -259,7 +259,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
                 except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
                     for task in futures[future]:
                         finished.add(task.position)
-                        done(task.position, _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}"))
+                        done(task.position, _internal_error(task.item, f"worker failed: {describe(exc)}"))
                     continue
                 for slot, outcome in results:
                     task = tasks[slot]
@@ -292,7 +292,7 @@ def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
                 executor.shutdown(wait=True)
                 executor = None
             except Exception as exc:  # noqa: BLE001
-                outcome = _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}")
+                outcome = _internal_error(task.item, f"worker failed: {describe(exc)}")
             done(task.position, outcome)
     except BaseException:
         if executor is not None:
