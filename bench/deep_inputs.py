@@ -27,12 +27,12 @@ class Shape:
     expect: str
 
 
-def _unary() -> str:  # 578 bytes; libcst's repr of the node in an error message recursed
-    return "kl = ref_logp - logp\nx = " + "-" * 500 + "1\n"
-
-
-def _plus() -> str:
-    return "kl = " + " + ".join(["ref_logp"] * 1000) + "\n"
+def _in_loss(expression: str) -> Callable[[], str]:
+    """A loss function that multiplies its KL by `expression`: analysed, so libcst positions it."""
+    def make() -> str:
+        return ("import torch\n\n\ndef loss_fn(logp, ref_logp):\n    kl = ref_logp - logp\n"
+                f"    x = {expression}\n    loss = (kl * x).mean()\n    loss.backward()\n")
+    return make
 
 
 def _elif() -> str:
@@ -40,25 +40,14 @@ def _elif() -> str:
             + "".join(f"    elif flags == {i}:\n        kl = kl * {i}\n" for i in range(1, 500)) + LOSS)
 
 
-def _and() -> str:
-    return "kl = " + " and ".join(["ref_logp"] * 1000) + "\n"
-
-
-def _exp() -> str:
-    return "kl = (ref_logp - logp)" + ".exp()" * 1000 + "\n"
-
-
 def _doubling() -> str:  # the coefficient 2 ** 1100 overflowed a float (OverflowError)
     return HEAD + "    kl = kl + kl\n" * 1100 + LOSS
 
 
-def _strings() -> str:  # libcst nests implicitly concatenated strings
-    return "kl = ref_logp - logp\nname = " + " ".join(['"kl"'] * 600) + "\n"
-
-
 def _notebook() -> str:  # 2 KB: the `json` module recursed
-    return json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": ["kl = ref_logp - logp\n"]}],
-                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5})[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}"
+    cells = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": ["kl = ref_logp - logp\n"]}],
+                        "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    return cells[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}"
 
 
 def _loops() -> str:  # 1,246 bytes: each loop ran its body twice, 2^18 times in all
@@ -89,12 +78,18 @@ def _huge_power() -> str:  # Python computes 10 ** 10 ** 8 in one C call that ho
 
 
 SHAPES: dict[str, Shape] = {
-    "unary500": Shape("unary_kl.py", "500 unary minus signs (578 bytes)", _unary, "KL900 nesting deeper than"),
-    "plus1000": Shape("plus_kl.py", "a 1,000-term `+` chain", _plus, "KL900 nesting deeper than"),
+    # main: each of these ended the whole run (exit 2, "internal error: RecursionError"): libcst's
+    # position pass ran out of stack and the error path printed the node it held, recursively
+    "unary500": Shape("unary_kl.py", "500 unary minus signs (626 bytes)", _in_loss("-" * 500 + "1"),
+                      "KL900 nesting deeper than"),
+    "plus1000": Shape("plus_kl.py", "a 1,000-term `+` chain", _in_loss(" + ".join(["kl"] * 1000)),
+                      "KL900 nesting deeper than"),
     "elif500": Shape("elif_kl.py", "a 500-branch `elif` chain", _elif, "KL900 nesting deeper than"),
-    "and1000": Shape("and_kl.py", "a 1,000-operand `and`", _and, "KL900 nesting deeper than"),
-    "exp1000": Shape("exp_kl.py", "1,000 chained `.exp()`", _exp, "KL900 nesting deeper than"),
-    "strings600": Shape("strings_kl.py", "600 implicitly concatenated strings", _strings,
+    "and1000": Shape("and_kl.py", "a 1,000-operand `and`", _in_loss(" and ".join(["kl"] * 1000)),
+                     "KL900 nesting deeper than"),
+    "exp1000": Shape("exp_kl.py", "1,000 chained `.exp()`", _in_loss("kl" + ".exp()" * 1000),
+                     "KL900 nesting deeper than"),
+    "strings600": Shape("strings_kl.py", "600 implicitly concatenated strings", _in_loss(" ".join(['"kl"'] * 600)),
                         "KL900 nesting deeper than"),
     "calls180": Shape("calls_kl.py", "180 nested calls", _calls(180), "KL900 nesting deeper than"),
     "notebook1000": Shape("deep_kl.ipynb", "a 2 KB notebook of 1,000 nested JSON arrays", _notebook,

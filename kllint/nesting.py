@@ -89,15 +89,15 @@ def deepest(outline: ast.AST, text: str, limit: int = MAX_NESTING) -> tuple[int,
     while stack:
         node, depth, exact = pop()
         first = getattr(node, "end_lineno", None)
-        if first is not None and not exact:
+        if first is not None and not exact and not getattr(node, "decorator_list", None):  # decorators lie above
             size = node.end_col_offset - node.col_offset if node.lineno == first else spans.size(node)
             if depth + 2 * size + 2 <= limit:
                 continue  # too short to nest deeper than the limit
         if isinstance(node, ast.expr):
             if isinstance(node, ast.BoolOp):
                 depth += len(node.values) - 2
-            elif isinstance(node, (ast.JoinedStr, ast.Constant)) and isinstance(getattr(node, "value", ""), (str, bytes)) \
-                    and depth + spans.size(node) // 2 > limit:
+            elif isinstance(node, (ast.JoinedStr, ast.Constant)) and depth + spans.size(node) // 2 > limit \
+                    and isinstance(getattr(node, "value", ""), (str, bytes)):
                 source = spans.source(node)  # each literal has two quotes at least
                 if depth + (source.count('"') + source.count("'")) // 2 > limit:
                     depth += _string_pieces(source) - 1

@@ -61,7 +61,7 @@ class SizeBound:
         self._sizes: dict[tm.Term, tuple[int, int, int]] = {}
         self._free: dict[int, tuple] = {}
         self._atoms: dict[tm.Term, tm.Term] = {}
-        self._shrunk: dict[tuple, tm.Term] = {}  # (node, budget, expanded, depth) -> shrunk: a value shrinks as its parts did
+        self._shrunk: dict[tuple, tm.Term] = {}  # (node, budget, expanded, depth) -> the shrunk node
         self.atoms_made = 0
         self.shrinks = 0
 
