@@ -39,7 +39,7 @@ MAX_SIZE = 400  # nodes of the tree (real code: about 100)
 MAX_EXPANDED = 4000  # nodes through reductions (real code: at most about 860)
 MAX_TERM_DEPTH = 48  # nesting of the tree (real code: at most 18, over the fixtures and 22 releases)
 MIN_SHARE = 8  # below this many nodes a part becomes one atom
-MAX_SHRINKS = 400  # values shrunk per file (real code: none); past it a value too large is one atom
+MAX_SHRINKS = 100  # values shrunk per file (real code: none); past it a value too large is one atom
 MAX_DEPTH = 100  # nesting levels the shrinking descends before it makes an atom
 IMPURE = tm.Symbol("opaque__impure", real=True)
 OPAQUE = tm.Function("opaque")  # opaque(n, symbols...): the n-th atom of a file
