@@ -315,4 +315,4 @@ def test_an_analysis_that_keeps_allocating_is_stopped_by_the_memory_budget(monke
     assert [d.message for d in outcome.diagnostics] == [
         "analysis stopped after using 0.195 GB of memory (the memory budget); not checked"]
     assert outcome.notes == ["analysis of loss.py stopped after using 0.195 GB of memory (memory budget)"]
-    assert guard.memory_budget() == "0.195 GB"
+    assert guard.memory_budget() == "0.195 GB" and outcome.stop_reason == "memory budget"

@@ -87,7 +87,7 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
                    [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
                    outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
                    file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
-                   stopped=outcome.stopped, thread_alive=outcome.thread_alive)
+                   stopped=outcome.stopped, stop_reason=outcome.stop_reason, thread_alive=outcome.thread_alive)
 
 
 def _read_bounded(item: Discovered) -> "bytes | Outcome":
@@ -172,7 +172,7 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
             note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
             message = f"analysis stopped after {settings.time_budget:g} s (the time budget, `time-budget`); not checked"
         return Outcome([], [syntax_diagnostic(display, message)], notes=[note], stopped=True,
-                       thread_alive=stop.abandoned)
+                       stop_reason="memory budget" if stop.memory else "time budget", thread_alive=stop.abandoned)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
