@@ -5,6 +5,7 @@ Usage:
     python bench/probe_special_files.py              # a markdown table on stdout
     python bench/probe_special_files.py --json       # the rows as JSON (tests/test_probe.py)
     python bench/probe_special_files.py --only fifo,segfault --timeout 60 --memory-mb 3072
+    python bench/probe_special_files.py --only tree,deep_unary500,deep_loops18   # issue 35 (bench/deep_inputs.py)
 
 Each input is put in a fresh project folder next to `good.py`, a file with known findings
 (KL102 and KL201), and `python -m kllint check --no-cache --output-format json .` runs there in
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deep_inputs import SHAPES  # noqa: E402
 GOOD = ("import torch\n\n\ndef loss_fn(logp, ref_logp):\n"
         "    kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1\n"
         "    loss = kl.mean()\n    loss.backward()\n")
@@ -83,6 +86,46 @@ def _time_bomb(folder: Path) -> str:
     return "k3chain.py"
 
 
+def _tree(folder: Path) -> str:
+    """A KL file at the bottom of a tree 1,000 folders deep (os.walk of Python 3.11 recursed)."""
+    home = os.getcwd()
+    os.chdir(folder)
+    try:
+        os.mkdir("tree")
+        os.chdir("tree")
+        for _ in range(1000):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("bottom.py").write_text(GOOD.replace("loss_fn", "deep_loss"))
+    finally:
+        os.chdir(home)
+    return "tree"
+
+
+def _remove_trees(base: Path) -> None:
+    """Remove the trees `_tree` made, bottom-up (shutil.rmtree of Python 3.11 recurses)."""
+    for tree in base.glob("*/tree"):
+        os.chdir(tree)
+        levels = 0
+        while os.path.isdir("d"):
+            os.chdir("d")
+            levels += 1
+        for name in os.listdir("."):
+            os.unlink(name)
+        for _ in range(levels):
+            os.chdir("..")
+            os.rmdir("d")
+    os.chdir(ROOT)
+
+
+def _shape(name: str) -> Callable[[Path], str]:
+    def write(folder: Path) -> str:
+        shape = SHAPES[name]
+        (folder / shape.file).write_text(shape.make())
+        return shape.file
+    return write
+
+
 def _non_utf8_name(folder: Path) -> str:
     name = os.fsdecode(b"caf\xe9.py")
     (folder / name).write_text(GOOD.replace("loss_fn", "other_loss"))
@@ -99,6 +142,8 @@ INPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "segfault": ("10,000 chained `or` (libcst segfault)", _segfault),
     "k3chain": ("20 chained k3 reassignments (a time bomb before the size bound)", _time_bomb),
     "name": ("file name not valid UTF-8", _non_utf8_name),
+    "tree": ("a KL file 1,000 folders deep", _tree),
+    **{f"deep_{name}": (shape.label, _shape(name)) for name, shape in SHAPES.items()},  # issue 35
 }
 
 _WRAPPER = ("import json, resource, subprocess, sys, time\n"
@@ -150,37 +195,47 @@ def probe(only: list[str] | None = None, timeout: float = 120, memory_mb: int = 
     rows = []
     chosen = [key for key in INPUTS if only is None or key in only]
     with tempfile.TemporaryDirectory(prefix="kllint-probe-") as base:
-        for key in chosen:
-            label, make = INPUTS[key]
-            folder = Path(base) / key
-            folder.mkdir()
-            (folder / "pyproject.toml").write_text("[project]\nname = 'probe'\n")
-            (folder / "good.py").write_text(GOOD)
-            name = make(folder)
-            rows.append(_row(label, [name], _measure(folder, ["--no-cache", "-j", "1", "."], timeout, memory_mb),
-                             ["good.py"]))
-        folder = Path(base) / "all"
+        try:
+            rows.extend(_probe(Path(base), chosen, timeout, memory_mb))
+        finally:
+            _remove_trees(Path(base))
+    return rows
+
+
+def _probe(base: Path, chosen: list[str], timeout: float, memory_mb: int) -> list[dict]:
+    """The runs of `probe`, in folders under `base`."""
+    rows = []
+    for key in chosen:
+        label, make = INPUTS[key]
+        folder = base / key
         folder.mkdir()
         (folder / "pyproject.toml").write_text("[project]\nname = 'probe'\n")
-        good = []
-        for index in range(10):
-            (folder / f"good{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
-            good.append(f"good{index}.py")
-        names = [INPUTS[key][1](folder) for key in chosen]
-        cache = folder / "cache"
-        cache_run = _measure(folder, ["--cache-dir", str(cache), "-j", "2", "."], timeout * 2, memory_mb)
-        rows.append(_row(f"all of them, -j 2 ({len(names) + 10} files)", names, cache_run, good))
-        entries = sorted(cache.rglob("*.json"))
-        if entries:  # the cache's own special files: a FIFO entry and one linked to /dev/zero
-            entries[0].unlink()
-            os.mkfifo(entries[0])
-            if len(entries) > 1:
-                entries[1].unlink()
-                entries[1].symlink_to("/dev/zero")
-            warm = _measure(folder, ["--cache-dir", str(cache), "-j", "2", "."], timeout * 2, memory_mb)
-            row = _row("warm, cache entries FIFO and /dev/zero link", names, warm, good)
-            row["ok"] = row["ok"] and warm["stdout"] == cache_run["stdout"]
-            rows.append(row)
+        (folder / "good.py").write_text(GOOD)
+        name = make(folder)
+        rows.append(_row(label, [name], _measure(folder, ["--no-cache", "-j", "1", "."], timeout, memory_mb),
+                         ["good.py"]))
+    folder = base / "all"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("[project]\nname = 'probe'\n")
+    good = []
+    for index in range(10):
+        (folder / f"good{index}.py").write_text(GOOD.replace("loss_fn", f"loss_{index}"))
+        good.append(f"good{index}.py")
+    names = [INPUTS[key][1](folder) for key in chosen]
+    cache = folder / "cache"
+    cache_run = _measure(folder, ["--cache-dir", str(cache), "-j", "2", "."], timeout * 2, memory_mb)
+    rows.append(_row(f"all of them, -j 2 ({len(names) + 10} files)", names, cache_run, good))
+    entries = sorted(cache.rglob("*.json"))
+    if entries:  # the cache's own special files: a FIFO entry and one linked to /dev/zero
+        entries[0].unlink()
+        os.mkfifo(entries[0])
+        if len(entries) > 1:
+            entries[1].unlink()
+            entries[1].symlink_to("/dev/zero")
+        warm = _measure(folder, ["--cache-dir", str(cache), "-j", "2", "."], timeout * 2, memory_mb)
+        row = _row("warm, cache entries FIFO and /dev/zero link", names, warm, good)
+        row["ok"] = row["ok"] and warm["stdout"] == cache_run["stdout"]
+        rows.append(row)
     return rows
 
 

@@ -227,7 +227,9 @@ def main() -> None:
             _stderr_line("kllint: error: internal error: RecursionError (input nested too deeply)")
             code = EXIT_ERROR
         except Exception as exc:  # noqa: BLE001
-            _stderr_line(f"kllint: error: internal error: {type(exc).__name__}: {exc}")
+            from kllint.pipeline.failure import describe  # bounded: never formats what the exception holds
+
+            _stderr_line(f"kllint: error: internal error: {describe(exc)}")
             code = EXIT_ERROR
     except SystemExit as done:
         code = done.code

@@ -29,9 +29,11 @@ from functools import lru_cache
 
 NEWER_SYNTAX = re.compile(r"^[ \t]*type[ \t]+\w|^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*\[|"
                           r"(?<![\w.])[rRbB]?[fFtT][rR]?['\"]", re.M)
-CHILD_SECONDS = 20.0
-CHILD_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
-MAX_BYTES = 4 * 1024 * 1024
+# libcst takes 1-2 s and about half a gigabyte per 256 KB (a 1 MB file Python rejects: 13 s, 1.4 GB)
+CHILD_SECONDS = 10.0  # a cold start of the child takes 0.5-1 s, 3-5 s on a loaded machine
+CHILD_MEMORY_BYTES = 1024 * 1024 * 1024
+MAX_BYTES = 256 * 1024
+NEAR_LINES = 30  # the newer syntax must show this close above the line Python rejects
 _UNCHECKABLE, _REJECTED = 3, 4
 
 
@@ -155,6 +157,8 @@ def newer_syntax_outline(text: str, error: SyntaxError) -> tuple[ast.Module | No
     be rewritten; or (None, `error`) when libcst rejects it too or it shows no newer syntax."""
     if len(text) > MAX_BYTES or not NEWER_SYNTAX.search(text):
         return None, error
+    if error.lineno and not NEWER_SYNTAX.search("\n".join(text.splitlines()[max(error.lineno - NEAR_LINES, 0):error.lineno])):
+        return None, error  # an error far from any newer syntax (an f-string elsewhere): a plain error
     code, rewritten = _in_child(text)
     if code == 0:
         try:

@@ -281,11 +281,20 @@ def find_config(start: Path, known: dict[Path, Path | None] | None = None) -> Pa
     return found
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, false also when it cannot be looked up (a folder that can be listed but
+    not searched, chmod a-x: PermissionError)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _config_in(folder: Path) -> Path | None:
-    """The configuration file of `folder` itself, if any."""
+    """The configuration file of `folder` itself, if any (none where it cannot be looked up)."""
     for name in ("kllint.toml", "pyproject.toml"):
         candidate = folder / name
-        if candidate.is_file():
+        if _is_file(candidate):
             if name == "kllint.toml":
                 return candidate
             tomllib = _toml()
@@ -382,7 +391,7 @@ class SettingsResolver:
             return self._fixed
         path = path if isinstance(path, Path) else Path(path)
         known = self._by_folder.get(os.fspath(path))  # a folder asked before: no need to look at it again
-        if known is None and not path.is_dir():
+        if known is None and not os.path.isdir(path):  # False, not PermissionError, where it cannot be looked up
             known = self._by_folder.get(os.path.dirname(path) or ".")  # the folder of a file, asked before
             path = path.parent
         return known if known is not None else self.for_folder(path)

@@ -78,6 +78,7 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
     from kllint.guard import AnalysisStopped
     from kllint.notebook import NotebookError, is_notebook
     from kllint.notebook.fix import fix_notebook, notebook_diff
+    from kllint.pipeline.failure import describe
     from kllint.report.locations import location
     from kllint.report.visible import visible
 
@@ -99,7 +100,7 @@ def apply_fixes(files: list[Discovered], resolver: "SettingsResolver", result: "
             result.notes.append(f"{display}: {exc} (time budget); not fixed")
             continue
         except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-            result.internal_errors.append(f"{display}: fix failed: {type(exc).__name__}: {exc}")
+            result.internal_errors.append(f"{display}: fix failed: {describe(exc)}")  # bounded (pipeline.failure)
             continue
         for rejected in outcome.rejected:
             where = location(display, rejected.span.line, rejected.span.column, rejected.cell)

@@ -131,13 +131,13 @@ def _discover(options: CheckOptions, resolver: SettingsResolver,
               notes: list[str]) -> tuple[list[Discovered], dict[str, str]]:
     """The files to check, and {display: text} of those read from stdin (kllint.stdin); folders
     that cannot be read are remarks in `notes`."""
-    from kllint.stdin import STDIN, stdin_files
+    from kllint.stdin import STDIN, StdinUsageError, stdin_files
 
     try:
         if options.paths == (STDIN,):
             return stdin_files(options.stdin_filename, resolver, options.force_exclude)
         return list(discover(list(options.paths), resolver, force_exclude=options.force_exclude, notes=notes)), {}
-    except (MissingPathError, ConfigError) as exc:
+    except (MissingPathError, ConfigError, StdinUsageError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -5,6 +5,11 @@ modules are resolved from PATH's project, findings are reported at PATH (`-` whe
 given) and `--force-exclude` applies PATH's excludes. With `--fix` the fixed source (or the
 source unchanged, when nothing was fixed) is printed on stdout and the findings that remain on
 stderr, as Ruff does; with `--diff` the diff is printed on stdout.
+
+Standard input is read in chunks up to the size limit of a file (20 MB,
+`kllint.pipeline.source.MAX_FILE_BYTES`): more is a usage error (exit 2, "standard input is
+larger than 20 MB"), not a finding, since `--fix` could not print back a buffer it has not read;
+Ctrl+C stops the read (exit 130).
 """
 from __future__ import annotations
 
@@ -18,7 +23,32 @@ STDIN = "-"
 
 
 class StdinUsageError(Exception):
-    """`-` was combined with other paths or with an option that writes files."""
+    """`-` was combined with other paths or with an option that writes files, or standard
+    input is larger than a file may be."""
+
+
+def read_bounded(stream: BinaryIO, limit: int | None = None) -> bytes:
+    """All of `stream`, read in chunks of at most a megabyte (Ctrl+C stops it between two).
+
+    Raises:
+        StdinUsageError: the stream holds more than `limit` bytes (default: the limit of a file);
+            `limit + 1` bytes at most are read.
+    """
+    from kllint.pipeline.source import MAX_FILE_BYTES
+
+    limit = MAX_FILE_BYTES if limit is None else limit
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(limit + 1 - size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise StdinUsageError(f"standard input is larger than {limit // (1024 * 1024) or limit} "
+                              f"{'MB' if limit >= 1024 * 1024 else 'bytes'} (the limit of a file); not checked")
+    return b"".join(chunks)
 
 
 def reads_stdin(paths: tuple[str, ...]) -> bool:
@@ -54,6 +84,7 @@ def stdin_files(filename: str | None, settings: object, force_exclude: bool = Fa
 
     Raises:
         kllint.config.ConfigError: the configuration of `filename` is invalid.
+        StdinUsageError: standard input is larger than a file may be (`read_bounded`).
     """
     item = stdin_item(filename, stream)
     buffers = {item.display: item.content.decode("utf-8", "replace") if item.content is not None else ""}
@@ -66,7 +97,7 @@ def stdin_item(filename: str | None, stream: BinaryIO | None = None) -> Discover
     """The buffer read from `stream` (default: the process's stdin) as a file to check, named
     `filename` (default `-`)."""
     stream = stream if stream is not None else sys.stdin.buffer
-    data = stream.read()
+    data = read_bounded(stream)
     if not filename:
         return Discovered(Path(STDIN), STDIN, content=data)
     path = Path(filename)

@@ -5,7 +5,6 @@ it meets anything else (a coefficient, an advantage, another loss term).
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Callable
 
 from kllint.analysis import terms as tm
@@ -14,10 +13,10 @@ from kllint.analysis.bounded import SizeBound
 from kllint.analysis.coefficients import classify_coefficient
 from kllint.analysis.estimators import EstimatorMatch, classify_value
 from kllint.analysis.facts import KLTerm
+from kllint.analysis.operations import OPERATORS
 from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
 
-OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
 COMPRESS_OPS = 40
 EPSILON_BOUND = 1e-3  # a positive constant below this added to a probability is a numerical floor
@@ -375,7 +374,7 @@ class Algebra:
     def _apply(op: str, x: tm.Term, y: tm.Term) -> tm.Term:
         try:
             return OPERATORS[op](x, y)
-        except (TypeError, ValueError, ZeroDivisionError, KeyError):
+        except (TypeError, ValueError, ZeroDivisionError, KeyError, OverflowError):
             return _OP(x, y)
 
     @staticmethod

@@ -23,6 +23,13 @@ has 860 nodes through its reductions; as a tree, about 100 in the five test rele
 
 The substitutions that expand reductions and set stop-gradients to the policy run on the graph
 as well (`substitute_in_order`).
+
+A value nested deeper than `MAX_TERM_DEPTH` levels has what lies below made opaque the same way
+(`torch.log` applied 150 times, in one expression or one statement after the other): sort keys
+compare in the square of the depth and derivatives multiply one factor per level, so 144 nested
+calls took 6.7 s. And a file that keeps building values past the bound (each shrink costs about
+1.5 ms: 100 if/else reassignments of a k3 chain shrank 2,821 values, 4.9 s) shrinks at most
+`MAX_SHRINKS` of them; past that a value too large becomes one atom.
 """
 from __future__ import annotations
 
@@ -30,7 +37,9 @@ from kllint.analysis import terms as tm
 
 MAX_SIZE = 400  # nodes of the tree (real code: about 100)
 MAX_EXPANDED = 4000  # nodes through reductions (real code: at most about 860)
+MAX_TERM_DEPTH = 48  # nesting of the tree (real code: at most 18, over the fixtures and 22 releases)
 MIN_SHARE = 8  # below this many nodes a part becomes one atom
+MAX_SHRINKS = 100  # values shrunk per file (real code: none); past it a value too large is one atom
 MAX_DEPTH = 100  # nesting levels the shrinking descends before it makes an atom
 IMPURE = tm.Symbol("opaque__impure", real=True)
 OPAQUE = tm.Function("opaque")  # opaque(n, symbols...): the n-th atom of a file
@@ -49,10 +58,12 @@ class SizeBound:
     def __init__(self, table) -> None:
         self.table = table
         self.kl_symbols = _no_kl_symbols  # set for the duration of `bound` (no reference cycle)
-        self._sizes: dict[tm.Term, int] = {}
+        self._sizes: dict[tm.Term, tuple[int, int, int]] = {}
         self._free: dict[int, tuple] = {}
         self._atoms: dict[tm.Term, tm.Term] = {}
+        self._shrunk: dict[tuple, tm.Term] = {}  # (node, budget, expanded, depth) -> the shrunk node
         self.atoms_made = 0
+        self.shrinks = 0
 
     def size(self, expr: tm.Term, expanded: bool = False) -> int:
         """Nodes of `expr` as a tree (`expanded`: a reduction counting its inner expression),
@@ -62,7 +73,7 @@ class SizeBound:
             known = self._measure(expr)
         return known[1] if expanded else known[0]
 
-    def _measure(self, expr: tm.Term) -> tuple[int, int]:
+    def _measure(self, expr: tm.Term) -> tuple[int, int, int]:
         sizes = self._sizes
         stack = [(expr, False)]
         while stack:
@@ -75,11 +86,17 @@ class SizeBound:
                 stack.append((node, True))
                 stack.extend((child, False) for child in children if child not in sizes)
             elif reduction is not None:
-                sizes[node] = (1, 1 + sizes[reduction.inner][1])
+                sizes[node] = (1, 1 + sizes[reduction.inner][1], 1)
             else:
                 sizes[node] = (1 + sum(sizes[child][0] for child in children),
-                               1 + sum(sizes[child][1] for child in children))
+                               1 + sum(sizes[child][1] for child in children),
+                               1 + max((sizes[child][2] for child in children), default=0))
         return sizes[expr]
+
+    def depth(self, expr: tm.Term) -> int:
+        """Nesting of `expr` as a tree (a reduction is one node here), memoised."""
+        known = self._sizes.get(expr)
+        return (known if known is not None else self._measure(expr))[2]
 
     def bound(self, expr: tm.Term, kl_symbols=None) -> tm.Term:
         """`expr` itself when it has at most `MAX_SIZE` nodes (`MAX_EXPANDED` through its
@@ -89,11 +106,17 @@ class SizeBound:
         if expr.is_Atom and expr not in self.table.reductions:
             return expr
         direct, expanded = self.size(expr), self.size(expr, expanded=True)
-        if direct <= MAX_SIZE and expanded <= MAX_EXPANDED:
+        deep = self.depth(expr) > MAX_TERM_DEPTH
+        if direct <= MAX_SIZE and expanded <= MAX_EXPANDED and not deep:
             return expr
         self.kl_symbols = kl_symbols or _no_kl_symbols
+        self.shrinks += 1
         try:
-            if direct > MAX_SIZE:
+            if self.shrinks > MAX_SHRINKS:  # a file that keeps building huge values: about 1.5 ms each
+                return self.atom(expr)
+            if deep:
+                expr = self._cut(expr, MAX_TERM_DEPTH, {})
+            if self.size(expr) > MAX_SIZE:
                 expr = self._shrink(expr, MAX_SIZE, False, 0)
             if self.size(expr, expanded=True) > MAX_EXPANDED:
                 expr = self._shrink(expr, MAX_EXPANDED, True, 0)
@@ -105,6 +128,15 @@ class SizeBound:
     def _shrink(self, node: tm.Term, budget: int, expanded: bool, depth: int) -> tm.Term:
         if self.size(node, expanded) <= budget:
             return node
+        key = (node, budget, expanded, depth)
+        known = self._shrunk.get(key)
+        if known is None:
+            if len(self._shrunk) > 100_000:
+                self._shrunk.clear()
+            known = self._shrunk[key] = self._shrink_node(node, budget, expanded, depth)
+        return known
+
+    def _shrink_node(self, node: tm.Term, budget: int, expanded: bool, depth: int) -> tm.Term:
         if budget < MIN_SHARE or depth > MAX_DEPTH:
             return self.atom(node)
         reduction = self.table.reductions.get(node) if node.is_Symbol else None
@@ -125,6 +157,30 @@ class SizeBound:
         except (TypeError, ValueError, ZeroDivisionError, AttributeError):
             return self.atom(node)
         return rebuilt if self.size(rebuilt, expanded) <= budget + MIN_SHARE else self.atom(node)
+
+    def _cut(self, node: tm.Term, levels: int, memo: dict) -> tm.Term:
+        """`node` with what lies deeper than `levels` below it made opaque atoms (iterative:
+        the term may be deeper than Python's recursion limit)."""
+        stack = [(node, levels, False)]
+        while stack:
+            current, left, ready = stack.pop()
+            key = (current, left)
+            if key in memo:
+                continue
+            if self.depth(current) <= left:
+                memo[key] = current
+            elif left <= 1 or not current.args:
+                memo[key] = self.atom(current)
+            elif not ready:
+                stack.append((current, left, True))
+                stack.extend((child, left - 1, False) for child in current.args)
+            else:
+                args = tuple(memo[child, left - 1] for child in current.args)
+                try:  # unevaluated: a cut node keeps its shape
+                    memo[key] = current.raw(args)
+                except (TypeError, ValueError, ZeroDivisionError, AttributeError):
+                    memo[key] = self.atom(current)
+        return memo[node, levels]
 
     def atom(self, node: tm.Term) -> tm.Term:
         """The opaque atom that stands for `node` (the same one each time)."""

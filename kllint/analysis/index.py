@@ -83,7 +83,7 @@ def _package_folders_of_real(current: Path) -> tuple[Path, tuple[str, ...]]:
 def _has_init(folder: Path) -> bool:
     known = _HAS_INIT.get(folder)
     if known is None:
-        known = _HAS_INIT[folder] = (folder / "__init__.py").is_file()
+        known = _HAS_INIT[folder] = os.path.isfile(folder / "__init__.py")  # False where it cannot be looked up
     return known
 
 
@@ -103,7 +103,7 @@ def _namespace_root(path: Path, root: Path) -> Path | None:
         if current.parent == current:
             return None
         current = current.parent
-        if (current / "__init__.py").is_file():
+        if os.path.isfile(current / "__init__.py"):
             return package_folders(current)[0]
     return None
 
@@ -139,8 +139,9 @@ class ProjectIndex:
         if len(self._by_path) > self.MAX_MODULES:  # bounded memory over a long run; rebuilt on demand
             self._by_path.clear()
             self._at_path.clear()
-        root, name = package_root(path) if path.exists() else (path.parent, path.stem)
-        above = _namespace_root(path, root) if path.exists() else None
+        exists = os.path.exists(path)  # os.path: False, not PermissionError, in a folder that cannot be searched
+        root, name = package_root(path) if exists else (path.parent, path.stem)
+        above = _namespace_root(path, root) if exists else None
         if above is not None:
             dotted = ".".join(path.resolve().relative_to(above).with_suffix("").parts)
             if dotted.endswith(".__init__"):
@@ -149,7 +150,7 @@ class ProjectIndex:
                 name = dotted
         self._roots = [root] + ([above] if above is not None else [])
         src = root / "src"
-        if src.is_dir():
+        if os.path.isdir(src):
             self._roots.append(src)
         shared = from_disk and display == display_path(path)
         key = (path.resolve(), name) if shared else None
@@ -204,7 +205,7 @@ class ProjectIndex:
         for root in roots:
             base = root.joinpath(*dotted.split("."))
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                exists = candidate.is_file()
+                exists = os.path.isfile(candidate)
                 probes.append((candidate, exists))
                 if exists:
                     return tuple(probes), candidate
@@ -240,12 +241,15 @@ class ProjectIndex:
 
         info: ModuleInfo | None = None
         try:
+            from kllint.nesting import too_deeply_nested
             from kllint.pipeline.source import decode_source, read_regular
 
             # a regular file of at most MAX_MODULE_BYTES (never a FIFO or a device), PEP 263
             text = decode_source(read_regular(path, self.MAX_MODULE_BYTES))
             info = ModuleInfo.build(text, path, display_path(path), dotted, file_id=self._next_id)
             self._next_id += 1
+            if too_deeply_nested(text, info.outline) is not None:  # as a checked file (kllint.nesting)
+                info = None
         except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
             info = None
         self._by_path[path, dotted] = self._by_path[probed, dotted] = info

@@ -46,6 +46,8 @@ def code_ranges(tree: cst.Module):
         return provider._computed
     except AttributeError:
         return MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    except (RecursionError, KeyError):  # too deep for the pass (it then fails with a KeyError): the nodes it placed
+        return provider._computed
 
 
 def dotted_name(node: cst.BaseExpression | None) -> str | None:

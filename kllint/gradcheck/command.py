@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import click
 
 EXIT_CORRECT, EXIT_WRONG, EXIT_ERROR = 0, 1, 2
+EXPR_SECONDS = 60.0  # CPU seconds the check of an --expr on one problem may take (a normal one: well under 1 s)
 
 HELP = """Check a KL term's expected gradient exactly, on enumerable tabular softmax policies.
 
@@ -136,8 +137,8 @@ def gradcheck(target: str | None, expression: str | None, setup: tuple[str, ...]
             names = {policy_name: "policy", ref_name: "reference", old_name: "old", mask_name: "mask",
                      policy_dist_name: "policy_dist", ref_dist_name: "reference_dist"}
             for problem in problems:
-                results.append(_run(lambda p=problem: check_expression(expression, names=names, setup=setup,
-                                                                       problem=p, **options)))
+                results.append(_run(lambda p=problem: _limited(lambda: check_expression(
+                    expression, names=names, setup=setup, problem=p, **options))))
         else:
             from kllint.gradcheck.loader import load_function
 
@@ -170,6 +171,22 @@ def gradcheck(target: str | None, expression: str | None, setup: tuple[str, ...]
                           width=None if tty else 200, soft_wrap=not tty)
         render_table(results, console)
     sys.exit(EXIT_CORRECT if all(r.correct for r in results) else EXIT_WRONG)
+
+
+def _limited(thunk: Any) -> Any:
+    """`thunk()` on a thread within `EXPR_SECONDS` of CPU time (Ctrl+C stops it too).
+
+    Raises:
+        GradcheckError: the time ran out.
+    """
+    from kllint.gradcheck.errors import GradcheckError
+    from kllint.guard import AnalysisStopped, call_with_limits
+
+    try:
+        return call_with_limits(thunk, budget=EXPR_SECONDS)
+    except AnalysisStopped:
+        raise GradcheckError(f"evaluating the expression took more than {EXPR_SECONDS:g} s of CPU time; "
+                             "stopped") from None
 
 
 def _run(thunk: Any) -> Any:

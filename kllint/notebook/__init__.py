@@ -29,8 +29,31 @@ _LINE_MAGIC = re.compile(r"^(?P<indent>[ \t]*)(?:[%!]|\?\??[A-Za-z_]"
 _HELP = re.compile(r"^(?P<indent>[ \t]*)[A-Za-z_][\w.]*\?\??\s*$")
 
 
+MAX_JSON_NESTING = 100  # nbformat's own layout nests about 6 levels; widget state a few more
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
 class NotebookError(Exception):
     """The file is not a notebook kllint can read (not JSON, not nbformat 4)."""
+
+
+def json_depth(raw: str, limit: int) -> int:
+    """How deeply the arrays and objects of the JSON text `raw` nest, counted without recursion
+    up to the first level past `limit` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    if "[" not in raw and "{" not in raw:
+        return 0
+    for match in _JSON_TOKEN.finditer(raw):
+        char = match.group()[0]
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def is_notebook(path: Path | str) -> bool:
@@ -124,10 +147,13 @@ class Notebook:
         Raises:
             NotebookError: not JSON, or not a notebook in the nbformat 4 layout.
         """
+        depth = json_depth(raw, MAX_JSON_NESTING)
+        if depth > MAX_JSON_NESTING:  # the `json` module and the layout reader recurse per level
+            raise NotebookError(f"JSON nested deeper than {MAX_JSON_NESTING} levels")
         try:
             data = json.loads(raw[1:] if raw.startswith("\ufeff") else raw)  # a byte order mark is kept
-        except ValueError as exc:
-            raise NotebookError(f"not valid JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            raise NotebookError(f"not valid JSON ({str(exc)[:200]})") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             if isinstance(data, dict) and "worksheets" in data:
                 raise NotebookError("nbformat 3 notebooks are not supported (convert with `jupyter nbconvert --to notebook`)")

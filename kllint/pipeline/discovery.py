@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from kllint.config import Settings
 
@@ -92,7 +92,7 @@ class _Excludes:
 
 def _gitignore_spec(folder: Path) -> pathspec.PathSpec | None:
     ignore_file = folder / ".gitignore"
-    if not ignore_file.is_file():
+    if not _is_regular(ignore_file):
         return None
     import pathspec
 
@@ -118,6 +118,18 @@ def _is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def _missing(path: Path) -> bool:
+    """Whether `path` does not exist; a path that cannot be looked up (in a folder that cannot
+    be searched) exists: it is checked, and reported as unreadable."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _display(path: Path, cwd: Path) -> str:
@@ -157,7 +169,7 @@ def is_excluded(path: Path, settings: Settings, root: Path | None = None, is_dir
     except ValueError:
         rel, anchored = path.as_posix(), False
     if is_dir is None:
-        is_dir = resolved.is_dir()
+        is_dir = os.path.isdir(resolved)
     return _matches(patterns, rel, is_dir, anchored)
 
 
@@ -183,9 +195,9 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
     seen: set[str] = set()  # real paths
     for raw in paths:
         start = Path(raw)
-        if not os.path.lexists(start):
+        if _missing(start):
             raise MissingPathError(f"{raw}: no such file or directory")
-        if not start.is_dir():
+        if not os.path.isdir(start):
             resolved = safe_resolve(start)
             if str(resolved) in seen:
                 continue
@@ -213,7 +225,7 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
         real_roots: dict[Path, Path] = {}
         shown_as_walked = start.is_absolute()
         cwd_prefix = os.path.join(str(cwd), "")  # with one trailing separator
-        for folder, dirnames, filenames in os.walk(start, onerror=unreadable):
+        for folder, dirnames, filenames in walk(start, unreadable):
             here = Path(folder)
             parent = real_folders.get(os.path.dirname(folder))
             # os.walk enters no symbolic link, so below a real parent a folder is its child
@@ -267,6 +279,41 @@ def discover(paths: list[str], settings: SettingsSource, force_exclude: bool = F
                     shown = str(path) if link and not _is_regular(resolved) else resolved
                     display = _posix(shown[len(cwd_prefix):] if shown.startswith(cwd_prefix) else shown)
                 yield Discovered(path, display)
+
+
+def walk(top: Path, onerror: Callable[[OSError], None]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top, onerror=onerror)` (top-down, symbolic links to folders not entered, the
+    caller may prune the folder names it is given), without recursion: Python 3.11's os.walk
+    recurses once per level and a tree 1,000 folders deep ran out of the recursion limit."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        dirnames: list[str] = []
+        filenames: list[str] = []
+        try:
+            entries = os.scandir(folder)
+        except OSError as error:
+            onerror(error)
+            continue
+        with entries:
+            while True:
+                try:
+                    entry = next(entries)
+                except StopIteration:
+                    break
+                except OSError as error:
+                    onerror(error)
+                    break
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                (dirnames if is_dir else filenames).append(entry.name)
+        yield folder, dirnames, filenames
+        for name in reversed(dirnames):
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                stack.append(path)
 
 
 def _posix(path: str) -> str:

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic, Span
-from kllint.guard import AnalysisStopped, call_with_limits, too_long_chain
+from kllint.guard import AnalysisStopped, call_with_limits, memory_budget, too_long_chain
+from kllint.nesting import too_deeply_nested
 from kllint.notebook import Notebook, NotebookError, is_notebook
 from kllint.pipeline import prefilter as prefilter_module  # tests and embedders replace its functions
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.failure import failed
 from kllint.pipeline.fingerprints import dependency_digests
 from kllint.pipeline.manifest import signature_of
 from kllint.pipeline.outcome import Outcome
@@ -51,11 +53,15 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
                  track: bool = False, prefilter: bool = True) -> Outcome:
     """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
-    never raises for bad input. With `prefilter` off, the analysis runs even on files that name
-    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
-    if is_notebook(item.path):
-        return analyse_notebook(item, settings, index, prefilter)
-    return _analyse_python(item, settings, index, track, prefilter)
+    never raises but for Ctrl+C and SIGTERM: whatever fails is that file's KL900 or internal
+    error (`kllint.pipeline.failure`). With `prefilter` off, the analysis runs even on files that
+    name no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    try:
+        if is_notebook(item.path):
+            return analyse_notebook(item, settings, index, prefilter)
+        return _analyse_python(item, settings, index, track, prefilter)
+    except Exception as exc:  # noqa: BLE001 - one file must never stop the run
+        return failed(item.display, exc)
 
 
 def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
@@ -81,7 +87,7 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
                    [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
                    outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
                    file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
-                   stopped=outcome.stopped, thread_alive=outcome.thread_alive)
+                   stopped=outcome.stopped, stop_reason=outcome.stop_reason, thread_alive=outcome.thread_alive)
 
 
 def _read_bounded(item: Discovered) -> "bytes | Outcome":
@@ -141,9 +147,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
         outcome = _final([], digest)
         outcome.skipped = True
         return outcome
-    too_deep = too_long_chain(text, outline)
-    if too_deep is not None:
-        return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
+    chain = too_long_chain(text, outline)
+    too_deep = (chain, 1) if chain is not None else too_deeply_nested(text, outline)
+    if too_deep is not None:  # before anything recursive (libcst, the interpreter) touches it
+        outcome = _final([syntax_diagnostic(display, f"{too_deep[0]}; not checked", too_deep[1])], digest)
+        outcome.file_notes.append(f"not analysed: {too_deep[0]}")
+        return outcome
     # imported here, not at the top: a run whose files are all cached or skipped by the
     # prefilter never loads the analysis (libcst, the term algebra)
     from kllint.rules.dispatch import check_source
@@ -156,21 +165,18 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
                                  notes=gave_up, from_disk=item.content is None, budget=settings.time_budget)
     except AnalysisStopped as stop:
-        note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
-        return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
-                                                       "(the time budget, `time-budget`); not checked")],
-                       notes=[note], stopped=True, thread_alive=stop.abandoned)
+        if stop.memory:
+            note = f"analysis of {display} stopped after using {memory_budget()} of memory (memory budget)"
+            message = f"analysis stopped after using {memory_budget()} of memory (the memory budget); not checked"
+        else:
+            note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
+            message = f"analysis stopped after {settings.time_budget:g} s (the time budget, `time-budget`); not checked"
+        return Outcome([], [syntax_diagnostic(display, message)], notes=[note], stopped=True,
+                       stop_reason="memory budget" if stop.memory else "time budget", thread_alive=stop.abandoned)
     except SyntaxError as exc:
         return _final([syntax_diagnostic(display, parse_failure(exc), exc.lineno or 1, exc.offset or 1)], digest)
-    except RecursionError:
-        outcome = _final([syntax_diagnostic(display, "expression nesting too deep to analyse; not checked")], digest)
-        outcome.file_notes.append("analysis abandoned: expression nesting too deep")
-        return outcome
-    except MemoryError:
-        return _final([syntax_diagnostic(display, "out of memory while analysing; not checked")])
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
-        return Outcome([], [], [f"{display}: internal error: {type(exc).__name__}: {exc}"],
-                       file_notes=[f"analysis abandoned: internal error ({type(exc).__name__})"])
+        return failed(display, exc)
     deps = None
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)

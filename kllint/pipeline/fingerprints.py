@@ -253,7 +253,7 @@ def package_of(path: Path, known: dict[str, tuple[str, str, tuple[str, ...]]] | 
     folder = known.get(parent) if known is not None else None
     if folder is None:
         root, packages = package_folders(path.parent)
-        folder = (str(root), str((root / "src").is_dir()), packages)
+        folder = (str(root), str(os.path.isdir(root / "src")), packages)
         if known is not None:
             known[parent] = folder
     parts = [*folder[2], path.stem] if path.name != "__init__.py" else folder[2]

@@ -16,7 +16,8 @@ class Outcome:
     `diagnostics` what is reported; `filtered` says whether `found` goes through `filter_found`
     (false for KL900 notes about unreadable or unparsable files, which are always reported).
     `notes` are one-line remarks for stderr that are not errors; `stopped` says the analysis ran
-    out of its time budget (`thread_alive`: its thread did not stop, so its index must be dropped).
+    out of its time budget or its memory budget (`stop_reason`; `thread_alive`: its thread did not
+    stop, so its index must be dropped).
     Distinct from those: `gave_up` lists the functions the analysis abandoned (step or call-depth
     budgets; `RunResult.abandoned`, listed by `-v`), `file_notes` are remarks on the file for `-v`
     only, `warnings` go to stderr unless `-q`, `skipped` says the prefilter let the file go.
@@ -39,5 +40,6 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)  # e.g. unknown codes in suppressions (stderr)
     notes: list[str] = field(default_factory=list)
     stopped: bool = False
+    stop_reason: str = "time budget"  # the budget that stopped it: "time budget" or "memory budget"
     thread_alive: bool = False
     suppressible: bool = True

@@ -55,6 +55,7 @@ from kllint.exit import fast_exit
 from kllint.memory import use_analysis_thresholds
 from kllint.pipeline import prefilter
 from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.failure import describe
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.source import MAX_FILE_BYTES, read_regular
@@ -155,7 +156,7 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
         try:
             outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
-            outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
+            outcome = _internal_error(item, describe(exc))
         if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
             _INDEXES.drop()
         results.append((slot, outcome))
@@ -288,7 +289,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
                 except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
                     for task in futures[future]:
                         finished.add(task.position)
-                        done(task.position, _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}"))
+                        done(task.position, _internal_error(task.item, f"worker failed: {describe(exc)}"))
                     continue
                 for slot, outcome in results:
                     task = tasks[slot]
@@ -325,7 +326,7 @@ def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
                 executor.shutdown(wait=True)
                 executor = None
             except Exception as exc:  # noqa: BLE001
-                outcome = _internal_error(task.item, f"worker failed: {type(exc).__name__}: {exc}")
+                outcome = _internal_error(task.item, f"worker failed: {describe(exc)}")
             done(task.position, outcome)
     except BaseException:
         if executor is not None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 @dataclass
 class RunResult:
     """Diagnostics of a run, sorted; `internal_errors` are one-line notes for stderr (exit 2),
-    `notes` other one-line remarks for stderr, `stopped` the files whose analysis ran out of time."""
+    `notes` other one-line remarks for stderr, `stopped` the files whose analysis ran out of time
+    (one that ran out of memory is a KL900 and a note)."""
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
@@ -120,12 +121,12 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         abandoned.update(outcome.gave_up)
         result.file_status[item.display] = ("cached" if position in cached else
                                             "skipped by the prefilter" if outcome.skipped else
-                                            "stopped by the time budget" if outcome.stopped else "analysed")
+                                            f"stopped by the {outcome.stop_reason}" if outcome.stopped else "analysed")
         if outcome.file_notes:
             result.file_notes[item.display] = list(outcome.file_notes)
         result.warnings.extend(outcome.warnings)
         result.notes.extend(outcome.notes)
-        if outcome.stopped:
+        if outcome.stopped and outcome.stop_reason == "time budget":  # the summary's advice: raise --time-budget
             result.stopped.append(item.display)
         for diagnostic in outcome.diagnostics:
             key = (diagnostic.path, diagnostic.cell, diagnostic.span, diagnostic.code)

@@ -13,7 +13,7 @@ def source_root(cwd: Path | None = None) -> Path:
     """The repository root above `cwd` (a folder holding `.git`), else `cwd` itself."""
     start = (cwd or Path.cwd()).resolve()
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        if os.path.exists(folder / ".git"):
             return folder
     return start
 

@@ -43,6 +43,7 @@ class Frame:
     returned: bool = False
     return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
     root: cst.CSTNode | None = None  # the parsed definition whose code runs (for positions)
+    loops: int = 0  # loops of this function around the running code (`statements.MAX_PROBED_LOOPS`)
 
     def child(self, **changes: Any) -> "Frame":
         """A copy with `changes` (field name -> value); lists and dicts not changed are shared,

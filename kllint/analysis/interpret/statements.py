@@ -23,6 +23,10 @@ from kllint.analysis.values import (
 )
 
 MAX_COHERENT = 16
+# A loop runs its body twice (a probe for accumulators, then the real run), so n nested loops
+# ran the innermost body 2^n times: 18 loops (1,246 bytes) took minutes. Loops nested deeper
+# than this run their body once (no accumulators are looked for in them): 2^4 (n - 4) runs.
+MAX_PROBED_LOOPS = 4
 
 
 class Statements:
@@ -225,12 +229,13 @@ class Statements:
             if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
                 epoch_loop = epoch_loop or iter_source
         # only a name an iteration may read before binding it carries a value around the loop
-        exposed = exposed_names(node)
+        loops = frame.loops + 1
+        exposed = exposed_names(node) if loops <= MAX_PROBED_LOOPS else ()
         carried = [n for n in assigned if n in frame.env and n in exposed]
         placeholders = {n: Tensor(self.algebra.table.fresh(f"X_{n}", "loop", real=True)) for n in carried}
         # pass 1: find accumulators (loop-carried values that depend on themselves)
         accumulators: dict[str, Value] = {}
-        probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop)
+        probe = frame.child(env={**frame.env, **placeholders}, emit=False, returns=[], epoch_loop=epoch_loop, loops=loops)
         if placeholders:
             if isinstance(node, cst.For):
                 self.assign(node.target, element, probe, node)
@@ -242,7 +247,7 @@ class Statements:
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
         # pass 2: the real run
-        run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
+        run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop, loops=loops,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
         for name, value in accumulators.items():
             run.env[name] = value

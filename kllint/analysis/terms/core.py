@@ -12,7 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Iterator
 
-from kllint.analysis.terms.numbers import Number, finite, normal
+from kllint.analysis.terms.numbers import Number, as_float, finite, normal
 from kllint.analysis.terms.operators import HOOKS, Operators, bind
 
 class Term(Operators):
@@ -235,7 +235,7 @@ class Num(Term):
         return isinstance(self.value, float) == isinstance(other.value, float) and self.value == other.value
 
     def _sort_key(self) -> tuple:
-        return (0, float(self.value), isinstance(self.value, float))
+        return (0, as_float(self.value), isinstance(self.value, float))
 
     @property
     def is_number(self) -> bool:
@@ -261,7 +261,7 @@ class Num(Term):
         return self.value != 0
 
     def __float__(self) -> float:
-        return float(self.value)
+        return as_float(self.value)
 
     def __int__(self) -> int:
         return int(self.value)

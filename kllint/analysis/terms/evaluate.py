@@ -11,6 +11,7 @@ import math
 from typing import Callable, Mapping
 
 from kllint.analysis.terms.core import Num, Symbol, Term, bind
+from kllint.analysis.terms.numbers import as_float
 
 Point = Mapping[Term, float]
 Evaluator = Callable[[Point], "float | None"]
@@ -46,7 +47,7 @@ def _compile(term: Term) -> Evaluator:
     if isinstance(term, Symbol):
         return lambda point, s=term: point[s]
     if isinstance(term, Num):
-        value = float(term.value)
+        value = as_float(term.value)
         return lambda point: value
     if term.is_Function:
         function = getattr(type(term), "numeric", None)

@@ -33,14 +33,26 @@ def is_integer(value: Number) -> bool:
     return isinstance(value, int)
 
 
+MAX_EXACT_BITS = 4096  # an exact power beyond this many bits stays symbolic (`10 ** 10 ** 8`)
+
+
+def _bits(value: Number) -> int:
+    """Bits of an int, or of the larger part of a Fraction."""
+    if isinstance(value, Fraction):
+        return max(value.numerator.bit_length(), value.denominator.bit_length())
+    return int(value).bit_length()
+
+
 def power(base: Number, exponent: Number) -> Number | None:
     """`base ** exponent` as a plain number, or None when it is not one in closed form (an
     irrational root such as `2 ** (1/2)`, a negative base to a fractional power, a zero base
-    to a negative power)."""
+    to a negative power) or an exact one too large to compute (over `MAX_EXACT_BITS` bits)."""
     if base == 0 and exponent < 0:
         return None
     if isinstance(exponent, int):
         if exact(base):
+            if base not in (0, 1, -1) and abs(exponent) * _bits(base) > MAX_EXACT_BITS:
+                return None
             return normal(Fraction(base) ** exponent)
         try:
             return normal(float(base) ** exponent)
@@ -49,6 +61,8 @@ def power(base: Number, exponent: Number) -> Number | None:
     if base < 0:
         return None
     if exact(base) and exact(exponent):
+        if _bits(base) * max(abs(exponent.numerator), 1) > MAX_EXACT_BITS or exponent.denominator > MAX_EXACT_BITS:
+            return None
         # an exact root only when it is one: 4 ** (1/2) = 2, 2 ** (1/2) stays symbolic
         fraction = Fraction(base)
         q = exponent.denominator
@@ -72,7 +86,11 @@ def _integer_root(value: int, degree: int) -> int | None:
 
 
 def as_float(value: Number) -> float:
-    return float(value)
+    """`float(value)`, infinite for an exact number beyond the floats (`2 ** 1100`)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def finite(value: Number) -> bool:
