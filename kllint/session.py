@@ -182,9 +182,9 @@ def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress:
 
 
 def _plural(count: int, word: str) -> str:
-    if count == 1:
-        return f"{count} {word}"
-    return f"{count} {word}{'es' if word.endswith(('x', 's', 'sh', 'ch')) else 's'}"
+    from kllint.views import plural
+
+    return plural(count, word)
 
 
 def _say(err: Console, message: str) -> None:
@@ -370,7 +370,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
             _say(err, f"Fixed {_plural(fixed, 'finding')}.")
         if hidden:
             _say(err, f"{_plural(len(hidden), 'finding')} hidden by the baseline {options.baseline}.")
-        _say(err, f"Found {_plural(len(diagnostics), 'finding')} in {_plural(result.files_checked, 'file')}.")
+        _say(err, views.found_summary(diagnostics, result.files_checked))
         if result.abandoned:
             _say(err, f"The analysis gave up on {_plural(len(result.abandoned), 'function')} "
                       "(a finding on those paths may be missing; `-v` lists them).")

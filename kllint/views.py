@@ -1,5 +1,5 @@
 """What `kllint check` prints besides the findings themselves: the `-v` file list, `--show-files`,
-`--show-settings`, the `--statistics` table and the `--show-fixes` enumeration.
+`--show-settings`, the `--statistics` table, the `--show-fixes` enumeration and the summary.
 
 Each function returns text; `kllint.session` decides where it goes (stdout for what the user
 asked to see instead of the findings, stderr for everything else).
@@ -18,6 +18,21 @@ if TYPE_CHECKING:
     from kllint.config import Settings, SettingsResolver
     from kllint.pipeline.discovery import Discovered
     from kllint.pipeline.run import RunResult
+
+
+def plural(count: int, word: str) -> str:
+    """`1 file`, `2 files`, `2 matches`."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}{'es' if word.endswith(('x', 's', 'sh', 'ch')) else 's'}"
+
+
+def found_summary(diagnostics: list[Diagnostic], checked: int) -> str:
+    """`Found 3 findings in 2 files (5 checked).`: the files with findings, then all checked."""
+    if not diagnostics:
+        return f"Found 0 findings ({plural(checked, 'file')} checked)."
+    files = len({d.path for d in diagnostics})
+    return f"Found {plural(len(diagnostics), 'finding')} in {plural(files, 'file')} ({checked} checked)."
 
 
 def verbose_lines(result: "RunResult") -> list[str]:

@@ -29,11 +29,11 @@ def test_findings_exit_1_clean_exit_0(project):
     result = run_cli(["check", "pkg"])
     assert result.exit_code == 1
     assert "pkg/loss.py:4:12: KL102" in result.stdout
-    assert "Found 1 finding in 2 files." in result.stderr
+    assert "Found 1 finding in 1 file (2 checked)." in result.stderr
     assert "Found" not in result.stdout
     clean = run_cli(["check", "pkg/clean.py"])
     assert clean.exit_code == 0
-    assert "Found 0 findings in 1 file." in clean.stderr
+    assert "Found 0 findings (1 file checked)." in clean.stderr
 
 
 def test_exit_zero(project):
@@ -180,7 +180,7 @@ def test_no_summary_tables_unasked_in_large_runs(tmp_path, monkeypatch, fake_ana
     json.loads(result.stdout)
     human = run_cli(["check", "--output-format", "concise", "big"])
     assert "Findings per" not in human.stderr and "KL102" not in human.stderr
-    assert human.stderr.startswith("Found 5 findings in 205 files.")
+    assert human.stderr.startswith("Found 5 findings in 5 files (205 checked).")
 
 
 def test_console_script_has_no_traceback_on_bad_config(tmp_path):

@@ -117,7 +117,7 @@ def test_fix_safe_only_then_unsafe(fixable):
     assert both.exit_code == 0  # everything fixed
     assert fixable.read_bytes() == b"import torch\r\n\r\nloss = GOOD(x) + FINE(y)\r\n"
     assert "Fixed 1 finding." in both.stderr
-    assert "Found 0 findings in 1 file." in both.stderr
+    assert "Found 0 findings (1 file checked)." in both.stderr
 
 
 def test_fix_all_fixed_exits_0(tmp_path, monkeypatch, fake_analysis):

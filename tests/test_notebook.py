@@ -73,7 +73,7 @@ def test_a_folder_holding_only_a_notebook_checks_it(tmp_path):
     shutil.copy(NOTEBOOKS / "grpo_k3_across_cells.ipynb", tmp_path / "train.ipynb")
     proc = kllint(["--output-format", "concise"], tmp_path)
     assert proc.returncode == 1
-    assert "Found 2 findings in 1 file." in proc.stderr
+    assert "Found 2 findings in 1 file (1 checked)." in proc.stderr
     assert proc.stdout.splitlines()[0].startswith("train.ipynb:cell 5:7:12: KL102 ")
     named = kllint(["train.ipynb", "--output-format", "concise"], tmp_path)
     assert named.stdout == proc.stdout and "KL900" not in named.stdout  # the JSON is not parsed as Python

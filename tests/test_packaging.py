@@ -106,14 +106,6 @@ def _run(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_readme_workflow_installs_the_wheel_the_build_makes(wheel):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    installs = re.findall(r"run: pip install (\S+\.whl)", readme)
-    assert installs and all(Path(name).name == wheel.name for name in installs), (installs, wheel.name)
-    assert f"--outdir {Path(installs[0]).parent.as_posix()} " in readme  # the build command puts it there
-
-
-@pytest.mark.slow
 def test_wheel_runs_from_a_fresh_venv(installed, tmp_path):
     where = subprocess.run([str(installed / "python"), "-c", "import kllint; print(kllint.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True,

@@ -1,6 +1,8 @@
 """Full output (rich): code frame, message, the trace as numbered steps, and the rewrite.
 
-Prose (the message, the trace, the help) soft-wraps at the console width. Code-frame lines are
+Prose (the message, the trace, the help) wraps at the console width on a terminal, with a
+hanging indent (`kllint.report.wrap`); a long message's condition (`(when ...)`) goes on a line
+of its own there. Files and pipes get each on one line. Code-frame lines are
 never wrapped: on a terminal, a line wider than the console is cropped, and shifted left when
 the finding starts past the visible part, so the carets always stay under the code they mark.
 A soft-wrapping console (files and pipes) gets whole lines, up to `MAX_FRAME_COLUMNS` (a longer
@@ -20,11 +22,13 @@ from rich.text import Text
 from kllint.diagnostics import Diagnostic
 from kllint.report.locations import location
 from kllint.report.visible import visible
+from kllint.report.wrap import print_hanging, split_condition
 
 ELLIPSIS = "…"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python splits source lines
 
 
+MESSAGE_INDENT = 4  # a finding's message, wrapped on a terminal, goes on under its location
 MAX_FRAME_FILE_BYTES = 20 * 1024 * 1024
 # files and pipes get whole lines up to this width; a longer line (a generated one-line file) is
 # cropped around the span as on a terminal, so a frame is never megabytes wide
@@ -133,24 +137,33 @@ def render(diagnostics: list[Diagnostic], console: Console, sources: dict[str, s
         marker = fixable_marker(d, unsafe)
         if marker:
             header.append(marker, style="bold green")
-        header.append(visible(d.message, newlines=True))
-        console.print(header)
+        message, condition = visible(d.message, newlines=True), None
+        if not console.soft_wrap and cell_len(header.plain + message) > console.width:
+            message, condition = split_condition(message)
+        print_hanging(console, header + message, MESSAGE_INDENT)
+        if condition is not None:  # a long message's condition on a line of its own
+            print_hanging(console, Text(" " * MESSAGE_INDENT + condition), MESSAGE_INDENT + 2)
         _frame(d, _source_lines(d.path, cache, sources, d.cell), console)
         for index, step in enumerate(d.trace, 1):
             where = location(step.path, step.line, step.column, step.cell)
-            console.print(Text(visible(f"  {index}. {where}: {step.note}", newlines=True), style="dim"))
+            label = f"  {index}. "
+            print_hanging(console, Text(visible(f"{label}{where}: {step.note}", newlines=True), style="dim"), len(label))
         if d.help:
-            console.print(Text("  help: ", style="bold cyan") + Text(visible(d.help, newlines=True)))
+            _labelled(console, "  help: ", "bold cyan", d.help)
         if d.fix is not None and d.fix.replacement and d.fix.span is not None and d.fix.content is not None:
             _region_fix(d, console)
         elif d.fix is not None and d.fix.replacement:
-            console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green")
-                          + Text(visible(d.fix.replacement, newlines=True)))
+            _labelled(console, f"  fix ({d.fix.applicability}): ", "bold green", d.fix.replacement)
         if d.confirmed:
             label, text = confirmation_line(d.confirmed)
             style = {"confirmed": "bold magenta", "contradicted": "bold red"}.get(label, "bold yellow")
-            console.print(Text(f"  {label}: ", style=style) + Text(visible(text, newlines=True)))
+            _labelled(console, f"  {label}: ", style, text)
         console.print()
+
+
+def _labelled(console: Console, label: str, style: str, text: str) -> None:
+    """`label` then `text`, wrapped lines under the text's start."""
+    print_hanging(console, Text(label, style=style) + Text(visible(text, newlines=True)), len(label))
 
 
 def _region_fix(d: Diagnostic, console: Console) -> None:
@@ -161,4 +174,4 @@ def _region_fix(d: Diagnostic, console: Console) -> None:
     lines = f"line {span.line} becomes" if span.end_line == span.line else f"lines {span.line}-{span.end_line} become"
     console.print(Text(f"  fix ({d.fix.applicability}): ", style="bold green") + Text(lines))
     for line in _lines(textwrap.dedent(d.fix.content)):
-        console.print(Text(f"    | {visible(line)}"))
+        print_hanging(console, Text(f"    | {visible(line)}"), len("    | ") + 2)

@@ -14,6 +14,7 @@ from kllint.analysis.facts import KLTerm
 from kllint.analysis.module import ModuleInfo
 from kllint.diagnostics import Fix
 from kllint.rules import rewrite
+from kllint.rules.bound_names import bound_before
 from kllint.rules.fixes import (
     atom, detached_weight, log_ratio_source, parenthesized, role_names, estimate_for, setup_bound_names,
 )
@@ -97,33 +98,41 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     taken = rewrite.names_in_scope(ctx.entry, statement)
     bindings: list[tuple[str, str]] = []
     square = f"0.5 * {atom(log_ratio)} ** 2"
+    # `log_ratio = logp - ref` in the estimate's setup: k2 is written with it
     named = _named_log_ratio(term, ctx, policy, reference) if term.per_token else None
-    if named is not None:  # `log_ratio = logp - ref` is there already: k2 is written with it
+    # the log-ratio written out in the value (either sign): named once (by the name a statement
+    # before already binds it to, else a new one), used by both
+    variants = [log_ratio] + ([f"{reference} - {policy}"] if term.per_token else [])
+    found = next((v for v in variants if rewrite.replace_subexpression(original, v, "_") != original), None)
+    if found is not None and not found.isidentifier():
+        name = bound_before(ctx.entry, statement, found)
+        if name is None and named is None:
+            name = rewrite.fresh_name("log_ratio", taken)
+            bindings.append((name, found))
+        if name is not None:
+            original = rewrite.replace_subexpression(original, found, name)
+            named = named or name
+    if named is not None:
         surrogate = surrogate.replace(square, f"0.5 * {named} ** 2")
-    else:  # the log-ratio written out in the value (either sign): bound once, used by both
-        variants = [log_ratio] + ([f"{reference} - {policy}"] if term.per_token else [])
-        found = next((v for v in variants if rewrite.replace_subexpression(original, v, "_") != original), None)
-        if found is not None and not found.isidentifier():
-            named = rewrite.fresh_name("log_ratio", taken)
-            bindings.append((named, found))
-            surrogate = surrogate.replace(square, f"0.5 * {named} ** 2")
-            original = rewrite.replace_subexpression(original, found, named)
     k2 = rewrite.fresh_name("k2", taken)
     estimator = term.estimator.name if term.estimator is not None else "KL"
     comment = f"# {estimator} value, gradient of k2 (straight-through)"
     bindings.append((k2, surrogate))
     value = original
     negative = term.estimator is not None and term.estimator.scale < 0
-    for _ in range(2):  # on one line; else with the value bound too, wrapped if it still does not fit
+    for _ in range(2):  # on one line; else with the value named too, wrapped if it still does not fit
         # a value oriented against the reverse KL (`ref - logp`, scale < 0) takes minus k2's gradient
         new = (f"{stop(value)} - ({k2} - {stop(k2)})" if negative else f"{k2} - {stop(k2)} + {stop(value)}")
+        final = value != original or value.isidentifier()  # a plain name is not named again
         region, content, fits, replacement = rewrite.rewrite_statement(
             ctx.entry, statement, term.anchor.span, new, bindings, comment, ctx.line_length,
-            parenthesize=not getattr(term.anchor.node, "lpar", None), wrap=value != original)
-        if fits or value != original:
+            parenthesize=not getattr(term.anchor.node, "lpar", None), wrap=final)
+        if fits or final:
             break
-        value = rewrite.fresh_name(VALUE_NAMES.get(estimator, "kl_value"), taken)
-        bindings = bindings[:-1] + [(value, original), (k2, surrogate)]
+        value = bound_before(ctx.entry, statement, original)
+        if value is None:
+            value = rewrite.fresh_name(VALUE_NAMES.get(estimator, "kl_value"), taken)
+            bindings = bindings[:-1] + [(value, original), (k2, surrogate)]
     return Fix("unsafe", "straight-through k2: keep the value, use the log-ratio as gradient coefficient",
                replacement, region, content)
 

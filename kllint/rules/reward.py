@@ -40,7 +40,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
     proven = not term.assumed or term.anchor.function in ctx.differentiating
     if pathwise and LP in algebra.table.role_symbols(term.expr) and proven:
         ctx.report("KL301", term.anchor,
-                   f"{{subject}} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
+                   f"{{subject}} enters {wording.as_code(fact.target)} while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help=wording.detach_reward_help(framework),
                    trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "",
@@ -56,7 +56,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", fact.sink,
-                   f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
+                   f"a per-token KL enters {wording.as_code(fact.target)} without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
                    help=wording.reward_to_go_help(framework),
                    trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"),

@@ -22,7 +22,7 @@ from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP, LPD, OLD, REF, Clamp, SymbolTable
 from kllint.analysis.values import Anchor
 from kllint.diagnostics import TraceStep
-from kllint.rules.wording import short_name
+from kllint.rules.wording import as_code, short_name
 
 ROLE_WORDS = {LP: "the policy's log-probs", LPD: "the policy's log-probs, detached", REF: "the reference log-probs",
               OLD: "the rollout policy's log-probs"}
@@ -224,19 +224,19 @@ def flow_steps(term: KLTerm, table: SymbolTable, after: Iterable[Anchor] = ()) -
     for site in sites:
         if place is not None and site.node_id == place.node_id:
             continue
-        steps.append(Step(site, f"returned by `{callee(site.node)}`"))
+        steps.append(Step(site, f"returned by {as_code(callee(site.node))}"))
     shown = {site.node_id for site in sites} | ({place.node_id} if place is not None else set())
     for other in term.other_call_sites:  # the same estimate through other chains of calls
         for site in other:
             if site.node_id not in shown:
                 shown.add(site.node_id)
-                steps.append(Step(site, f"also returned by `{callee(site.node)}`"))
+                steps.append(Step(site, f"also returned by {as_code(callee(site.node))}"))
     if place is not None:
         how = callee(place.node)
         if reduced.kind == "rtg":
-            words = f"summed from each token to the end (reward-to-go) by `{how}`"
+            words = f"summed from each token to the end (reward-to-go) by {as_code(how)}"
         else:
-            words = f"reduced over tokens by `{how}`" if per_token(term, table) else f"reduced by `{how}`"
+            words = f"reduced over tokens by {as_code(how)}" if per_token(term, table) else f"reduced by {as_code(how)}"
         steps.append(Step(place, words))
     return steps
 
@@ -269,7 +269,7 @@ def loss_trace(term: KLTerm, fact: LossFact, table: SymbolTable, estimate: str |
 
 def reward_trace(term: KLTerm, fact: RewardFact, table: SymbolTable) -> list[Step]:
     """Estimate -> helpers -> the reward, return or advantage it enters."""
-    return formation_steps(term, table) + flow_steps(term, table, [fact.sink]) + [Step(fact.sink, f"enters `{fact.target}`")]
+    return formation_steps(term, table) + flow_steps(term, table, [fact.sink]) + [Step(fact.sink, f"enters {as_code(fact.target)}")]
 
 
 def render(steps: Iterable[Step | TraceStep]) -> tuple[TraceStep, ...]:

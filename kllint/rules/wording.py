@@ -6,8 +6,8 @@ its imports and the imported names the function uses), never words in comments o
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
-
 from typing import Iterable
 
 import libcst as cst
@@ -30,6 +30,19 @@ ESTIMATOR_WORDS = {
 }
 SHORT_NAMES = {"k3-inverted": "inverted k3", "reference-ratio": "the ratio pi/pi_ref", "analytic": "the analytic KL",
                "surrogate": "the score-function surrogate", "abs": "abs", "straight-through": "straight-through"}
+
+
+def as_code(text: str) -> str:
+    """`text` in code backticks when it is code (an expression, a statement, a method call as
+    `.sum()`); prose such as `the policy-gradient coefficient` stays as it is."""
+    body = f"x{text}" if text.startswith(".") else text
+    for mode in ("eval", "exec"):
+        try:
+            ast.parse(body, mode=mode)
+            return f"`{text}`"
+        except (SyntaxError, ValueError):
+            continue
+    return text
 
 
 def short_name(estimator: str) -> str:
