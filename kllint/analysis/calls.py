@@ -45,6 +45,7 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, Keyed):
+        it.choosing_calls.add(id(node))  # a callee a run-time key picks: the caller's choice
         result = it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
         return keyed.under(result, (func.condition,))  # an instance made, a class returned: still chosen by the key
     if isinstance(func, Partial):
@@ -180,7 +181,16 @@ def observe_reference_forward(it: InterpreterLike, model: Model, node: cst.Call,
     configured = it.vocab is not None and model.name in it.vocab.reference_names
     weak = bool(model.name) and not configured and not roles.names_reference_strongly(model.name)
     it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack,
-                                    weak_name=weak, handed_in=_handed_in(model.name, frame.root)))
+                                    weak_name=weak, handed_in=_handed_in(_network_expression(node) or model.name, frame.root)))
+
+
+def _network_expression(node: cst.Call) -> str | None:
+    """The network a forward call runs, as that call's code names it (`model` of `model(ids)`,
+    `self.ref` of `self.ref.forward(ids)`)."""
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in FORWARD_METHODS:
+        func = func.value
+    return dotted_name(func)
 
 
 def _handed_in(name: str, root: cst.CSTNode | None) -> bool:

@@ -58,3 +58,5 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls = []  # the followed calls in progress, innermost last (typed on `Calls`)
         self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
+        self.pairing_calls: set[int] = set()  # ... whose arguments pair the policy's log-probs with the reference's
+        self.choosing_calls: set[int] = set()  # calls whose callee the receiver's class or a run-time key picks

@@ -65,13 +65,19 @@ class Anchor:
     conditions: tuple[Condition, ...] = ()
     function: str = ""
     root: Any = field(default=None, compare=False, hash=False, repr=False)
+    # formed in a branch the caller chose by an argument (`kl_penalty(..., mode)` running its
+    # `if mode == "k3":`): the call site is where the choice, and the finding, is made
+    chosen: bool = field(default=False, compare=False, hash=False, repr=False)
+    # the call sites of the frames it was formed in, outermost first (a memoised call re-stated
+    # at another call site keeps those of its first computation)
+    stack: tuple = field(default=(), compare=False, hash=False, repr=False)
 
     def __init__(self, path: str, node_id: int, node: cst.CSTNode, module: Any, conditions: tuple[Condition, ...] = (),
-                 function: str = "", root: Any = None) -> None:
+                 function: str = "", root: Any = None, chosen: bool = False, stack: tuple = ()) -> None:
         # one update instead of a frozen dataclass's attribute-by-attribute `object.__setattr__`:
         # an anchor is made at most operations of the interpreter
         self.__dict__.update(path=path, node_id=node_id, node=node, module=module, conditions=conditions,
-                             function=function, root=root)
+                             function=function, root=root, chosen=chosen, stack=stack)
 
     @cached_property
     def span(self) -> Span:

@@ -27,6 +27,8 @@ class RuleContext:
     name_roles: dict[tuple[str, str], dict[str, set[str]]] = field(default_factory=dict)
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
     carrying_calls: set[int] | None = None  # call sites that hand log-probs, KL or a model to a callee
+    pairing_calls: set[int] = field(default_factory=set)  # ... that hand it the log-ratio (policy and reference paired)
+    choosing_calls: set[int] = field(default_factory=set)  # calls whose callee the receiver's class or a key picks
     differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
     named_rewards: dict = field(default_factory=dict)  # KL-term symbol -> the first reward fact storing it
     losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
@@ -43,31 +45,26 @@ class RuleContext:
         self._once.add((code, key))
         return True
 
-    def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (),
-                 fallback: Anchor | None = None) -> tuple[Anchor, tuple[Step, ...]] | None:
-        """The primary location in the checked file: the anchor itself when it is in this file,
-        else the call site in this file through which the value came (the anchor becomes a step).
+    def localize(self, anchor: Anchor) -> tuple[Anchor, tuple[Step, ...]] | None:
+        """The place of a finding, if it is in the checked file: where the estimate is written.
 
-        One root cause, one finding: when the estimate and its sink both lie in other modules, a
-        call in this file only leads there; it is the place of the finding only if it hands the
-        callee what the finding is made of (log-probs, a KL term, a network). Otherwise the
-        finding belongs to the module of the estimate, which reports it when checked."""
-        here = self.entry.display
-        if anchor.path == here:
-            return anchor, ()
-        step = (Step(anchor, f"in `{anchor.function}`" if anchor.function else "here"),)
-        for site in call_sites:
-            if site.path == here:
-                return site, step
-        sink_here = fallback is not None and fallback.path == here
-        for site in reversed(tuple(call_stack)):
-            if site.path == here:
-                if sink_here or self.carrying_calls is None or site.node_id in self.carrying_calls:
-                    return site, step
+        One root cause, one place, whichever module's entry point runs it: the anchor itself,
+        unless the call that runs the anchor's function made the estimate what it is, then that
+        call (the anchor becomes a step), and so on outwards: an estimate formed in a branch the
+        call chose by an argument (`Anchor.chosen`: `kl_penalty(logp, ref, mode)`), a call that
+        hands the callee the log-ratio already paired (`pairing_calls`), or a callee that the
+        receiver's class or a run-time key picks (`choosing_calls`). None when the place is in
+        another file, which reports it when checked."""
+        place, steps = anchor, ()
+        while place.stack:
+            site = place.stack[-1]
+            if not (place.chosen or site.node_id in self.pairing_calls or site.node_id in self.choosing_calls):
                 break
-        if sink_here:
-            return fallback, step
-        return None  # the finding belongs to another file, which reports it when checked
+            steps += (Step(place, f"in `{place.function}`" if place.function else "here"),)
+            place = site
+        if place.path != self.entry.display:
+            return None
+        return place, steps
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
@@ -83,7 +80,7 @@ class RuleContext:
         finding of the unclamped path and shows the clamp as a step of its trace."""
         if narrowed(anchor.conditions) is None:
             return  # no configuration takes this path
-        located = self.localize(anchor, call_sites, call_stack, fallback)
+        located = self.localize(anchor)
         if located is None:
             return
         primary, extra = located

@@ -11,6 +11,7 @@ import libcst as cst
 
 from kllint.analysis import keyed
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import used_names
 from kllint.analysis.module import dotted_name
 from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Value, alternatives, join
 
@@ -54,6 +55,12 @@ class Branches:
         if is_or:  # a or b: a, or (not a and b); neither: not a and not b
             return None, _union(left_then, _product(left_else, right_then)), _product(left_else, right_else)
         return None, _product(left_then, right_then), _union(left_else, _product(left_then, right_else))
+
+    def chosen_by_caller(self, test: cst.BaseExpression, frame: Frame) -> bool:
+        """Whether a branch test reads a parameter the caller passed explicitly (`mode == "k3"`,
+        `cfg.kl_type in (...)`, `use_k3`): the branch that runs is then the caller's choice, and
+        so is an estimate formed in it (`kllint.rules.base.RuleContext.localize`)."""
+        return frame.chosen or (bool(frame.explicit) and not frame.explicit.isdisjoint(used_names(test)))
 
     def decide(self, test: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
         """Decide a single test statically (True/False) or return a condition on a mode value."""

@@ -310,7 +310,8 @@ class EntryPoints:
     # ------------------------------------------------------------------ helpers
     def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
         module = frame.module
-        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root)
+        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root,
+                      frame.chosen, frame.call_stack)
 
     def tick(self) -> None:
         self.steps += 1

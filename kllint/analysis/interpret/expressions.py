@@ -128,6 +128,8 @@ class Expressions:
 
     def eval_IfExp(self, node: cst.IfExp, frame: Frame) -> Value:
         decision, then_paths, else_paths = self.branch_paths(node.test, frame)
+        if not frame.chosen and self.chosen_by_caller(node.test, frame):
+            frame = frame.child(chosen=True)
         if decision is True:
             return self.eval(node.body, frame)
         if decision is False:

@@ -12,8 +12,9 @@ from kllint.analysis import calls
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
-from kllint.analysis.interpret.overrides import dispatches_to_overrides
+from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
+from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
     Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
@@ -139,8 +140,13 @@ class Calls:
         if fdef is None:
             return Unknown(ref.qualname)  # libcst rejects its text: its body cannot be followed
         key = id(fdef)
-        if self.carries(list(args) + list(kwargs.values())) or dispatches_to_overrides(self, ref):
+        template = dispatches_to_overrides(self, ref)
+        if template or fills_a_hook(self, ref, node, frame):
+            self.choosing_calls.add(id(node))
+        if self.carries(list(args) + list(kwargs.values())) or template:
             self.carrying_calls.add(id(node))
+            if self.pairs(list(args) + list(kwargs.values())):
+                self.pairing_calls.add(id(node))
         if key in self.over_budget:
             return Unknown(ref.qualname)  # it spent its share before: not again in this entry point
         if frame.depth >= MAX_DEPTH or key in frame.active:
@@ -229,6 +235,18 @@ class Calls:
                         return True
         return False
 
+    def pairs(self, values: Iterable[Value]) -> bool:
+        """Whether a call hands its callee the policy's log-probs already paired with the
+        reference's (a log-ratio, `logp - ref`): the KL estimate the callee forms from it is
+        then the caller's, formed at the call (`kllint.rules.base.RuleContext.localize`)."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Tensor):
+                    roles = self.algebra.table.role_symbols(option.expr)
+                    if REF in roles and (LP in roles or LPD in roles):
+                        return True
+        return False
+
     def depth_matters(self, frame: Frame) -> int:
         """The depth of `frame`, for a decision that depends on it: a helper call whose result
         (or facts) came from such a decision is memoised for its own depth only."""
@@ -261,12 +279,15 @@ class Calls:
         if ref.bound_self is not None and positional:
             callee_frame.env[positional[0].name.value] = ref.bound_self
             positional = positional[1:]
+        explicit = []
         for param in positional + list(params.kwonly_params):
             pname = param.name.value
             if pname in kwargs:
                 value = kwargs[pname]
+                explicit.append(pname)
             elif values and param in positional:
                 value = values.pop(0)
+                explicit.append(pname)
             elif param.default is not None:
                 value = self.eval(param.default, callee_frame.child(env={}))
                 if not defaults_as_literals and isinstance(value, Literal):
@@ -274,6 +295,7 @@ class Calls:
             else:
                 value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
             callee_frame.env[pname] = value
+        callee_frame.explicit = frozenset(explicit)
         if isinstance(params.star_arg, cst.Param):
             callee_frame.env[params.star_arg.name.value] = Sequence(tuple(values))
         if isinstance(params.star_kwarg, cst.Param):

@@ -43,6 +43,10 @@ class Frame:
     returned: bool = False
     return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
     root: cst.CSTNode | None = None  # the parsed definition whose code runs (for positions)
+    # the parameters the caller passed explicitly: a branch that runs because of a test on one
+    # of them is chosen by the caller (`chosen`), and so is what is formed in it
+    explicit: frozenset[str] = frozenset()
+    chosen: bool = False
 
     def child(self, **changes: Any) -> "Frame":
         """A copy with `changes` (field name -> value); lists and dicts not changed are shared,

@@ -176,6 +176,7 @@ class Statements:
 
     def exec_if(self, node: cst.If, frame: Frame) -> None:
         decision, then_paths, else_paths = self.branch_paths(node.test, frame)
+        chosen = self.chosen_by_caller(node.test, frame)
         branches: list[tuple[list, tuple]] = []
         if decision is not False:
             branches.extend((list(node.body.body), frame.conditions + path) for path in then_paths)
@@ -189,7 +190,7 @@ class Statements:
         envs = []
         survivors = []
         for statements, conditions in branches:
-            branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False)
+            branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False, chosen=chosen)
             self.exec_block(statements, branch)
             if not branch.returned:
                 envs.append(branch.env)
