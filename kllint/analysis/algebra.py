@@ -40,10 +40,12 @@ def _conditioned(anchor: Anchor, *operands: Tensor) -> Anchor:
     clamped k3 only when `mode` is 'k3', although the clamp itself is unconditional."""
     extra = tuple(c for t in operands if t.anchor is not None for c in t.anchor.conditions
                   if c not in anchor.conditions)
-    if not extra:
+    # formed from a value the caller chose (`log_ratio.clamp(...)` after the chosen branch)
+    chosen = not anchor.chosen and any(t.anchor is not None and t.anchor.chosen
+                                       and t.anchor.stack == anchor.stack for t in operands)
+    if not extra and not chosen:
         return anchor
-    return Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module, anchor.conditions + tuple(dict.fromkeys(extra)),
-                  anchor.function, anchor.root)
+    return anchor.with_conditions(anchor.conditions + tuple(dict.fromkeys(extra)), chosen)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -173,6 +173,15 @@ class ProjectIndex:
             return None
         return module.outline if module is not None and module.text == text else None
 
+    def module_at(self, path: Path) -> ModuleInfo | None:
+        """The project module at `path` under the name its import root gives it (None when it
+        cannot be read or parsed); its import root joins the roots imports are resolved in."""
+        root, dotted = package_root(path)
+        roots = getattr(self, "_roots", [])
+        if root not in roots:
+            self._roots = [*roots, root]
+        return self._load_path(path, dotted)
+
     def loaded(self) -> list[ModuleInfo]:
         unique = {id(m): m for m in self._by_path.values() if m is not None}
         return list(unique.values())

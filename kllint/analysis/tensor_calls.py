@@ -60,7 +60,12 @@ def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: d
         return Sequence((model, model, model)) if name == "split" else model  # Flax NNX split / merge
     if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
         items = args[0] if args else Unknown()
-        return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+        elements = [i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))]
+        if len(elements) > 1:  # a table of estimates is written here, whichever of them is picked later
+            anchor = it.anchor(node, frame)
+            elements = [it.algebra.unary(e, lambda x: x, anchor) if isinstance(e, Tensor) and e.anchor is not None
+                        and it.algebra.is_kl_candidate(e) else e for e in elements]
+        return join(*elements)
     if name in fw.NEGATIVE_LOGPROB_LOSSES:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("mean"))))
     if name == "mse_loss" and len(args) >= 2:  # `(input - target) ** 2`, reduced unless `reduction="none"`

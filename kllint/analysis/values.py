@@ -79,6 +79,11 @@ class Anchor:
         self.__dict__.update(path=path, node_id=node_id, node=node, module=module, conditions=conditions,
                              function=function, root=root, chosen=chosen, stack=stack)
 
+    def with_conditions(self, conditions: tuple[Condition, ...], chosen: bool = False) -> "Anchor":
+        """The same place under `conditions` (chosen by the caller if it was, or if `chosen`)."""
+        return Anchor(self.path, self.node_id, self.node, self.module, conditions, self.function, self.root,
+                      self.chosen or chosen, self.stack)
+
     @cached_property
     def span(self) -> Span:
         return self.module.span(self.node, self.root)

@@ -60,24 +60,56 @@ class EntryPoints:
 
     def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
+        chosen = self._entry_points(*self._definitions())
+        called = {cls_name or name for cls_name, name in chosen}
         module_frame = Frame(self.entry, {}, function="<module>")
-        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
-        functions = self.entry.functions
-        for cls_name, name in self._entry_points(*self._definitions()):
-            if not cls_name:
-                node = functions.get(name)
-                if node is not None:
-                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
-                continue
-            cls_node = self.entry.classes[cls_name]
-            cls = ClassRef(cls_name, cls_node, self.entry)
-            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
-                          cls_node.method(name))
+        self._guarded(lambda: self.exec_block(self._module_statements(called), module_frame), "<module>", None)
+        for cls_name, name in chosen:
+            self._run_unit(self.entry, cls_name, name)
+        self._run_callers(called)
 
-    def _run_method(self, cls: ClassRef, name: str) -> None:
+    def _run_unit(self, module: ModuleInfo, cls_name: str, name: str) -> None:
+        """Run a function, or a method of a top-level class, of `module` as an entry point."""
+        if not cls_name:
+            node = module.functions.get(name)
+            if node is not None:
+                self._guarded(lambda: self.run_entry(node, None, module=module), name, node, module)
+            return
+        cls_node = module.classes.get(cls_name)
+        if cls_node is None:
+            return
+        cls = ClassRef(cls_name, cls_node, module)
+        self._guarded(lambda: self._run_method(cls, name, module), f"{cls_name}.{name}", cls_node.method(name), module)
+
+    def _run_method(self, cls: ClassRef, name: str, module: ModuleInfo) -> None:
         node = cls.node.method(name)
         if node is not None:
-            self.run_entry(node, cls)
+            self.run_entry(node, cls, module=module)
+
+    def _run_callers(self, called: set[str]) -> None:
+        """Run, as entry points in their own modules, the project's functions that call the
+        checked module's entry points (`kllint.analysis.project.callers`): what the checked
+        code computes is judged with the values its callers give it and by what they do with
+        its results. A search cut by a limit is said (`kllint check -v`)."""
+        if not called or not self.entry.path.is_file():
+            return
+        from kllint.analysis.project.callers import MODULE_UNIT, callers_of
+
+        found = callers_of(self.entry.path, called)
+        if found.truncated:
+            self._abandon("<module>", None, f"callers in other modules not all followed ({found.truncated})")
+        for caller in found.found:
+            module = self.index.module_at(caller.path)
+            if module is None or module is self.entry:
+                continue
+            self.grad_targets = self._find_grad_targets(module)
+            if caller.name == MODULE_UNIT:
+                frame = Frame(module, {}, function="<module>")
+                statements = module.module_statements(lambda names: True)
+                self._guarded(lambda: self.exec_block(statements, frame), "<module>", None, module)
+            else:
+                self._run_unit(module, caller.cls, caller.name)
+        self.grad_targets = self._find_grad_targets()
 
     def _definitions(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], frozenset[str]]]:
         """The identifiers and the called names of each top-level function and method
@@ -124,7 +156,7 @@ class EntryPoints:
                 seen.update(constants.identifiers(name))
         return names_matter(seen, self.vocab)
 
-    def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
+    def _guarded(self, action, function: str, node: cst.CSTNode | None, module: ModuleInfo | None = None) -> None:
         """Run one entry point. One that runs out of steps is run again with a share of the budget
         for each followed call (`frames.CALL_SHARE`): a call that spends its share gives an
         unknown value and `kllint check -v` names it, so that a costly diagnostics helper does not
@@ -139,12 +171,12 @@ class EntryPoints:
                 break
             except Budget:
                 if share:
-                    self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=node)
+                    self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", module, root=node)
                     break
                 del self.facts[facts_before:]  # the rerun observes it all again
                 self._nested_done = set(nested_done)
             except RecursionError:
-                self._abandon(function, node, "nesting too deep for the interpreter", root=node)
+                self._abandon(function, node, "nesting too deep for the interpreter", module, root=node)
                 break
         self.call_share = 0
 
@@ -163,41 +195,45 @@ class EntryPoints:
             records.append(Abandoned(function, module.display, line, reason))
         return records
 
-    def _module_statements(self) -> list[cst.CSTNode]:
-        return self.entry.module_statements(self._names_kl_or_reference)
+    def _module_statements(self, called: set[str]) -> list[cst.CSTNode]:
+        """The module-level statements that name a KL or the reference, or use an entry point
+        (a script's loop, an `if __name__ == "__main__":` block calling the training step)."""
+        return self.entry.module_statements(lambda names: self._names_kl_or_reference(names)
+                                            or not called.isdisjoint(names))
 
-    def _find_grad_targets(self) -> set[str]:
+    def _find_grad_targets(self, module: ModuleInfo | None = None) -> set[str]:
         """Names of the functions this module hands to `jax.grad`-like transforms, read from its
         `ast` outline (never from strings or comments): the function argument of a call of one
         (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
         `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
         `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
         (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
+        module = module or self.entry
         targets: set[str] = set()
-        if GRAD_NAMES.isdisjoint(identifiers(self.entry.outline, import_parts=True)):
+        if GRAD_NAMES.isdisjoint(identifiers(module.outline, import_parts=True)):
             return targets  # a transform is always named by its last part, in the code or an import
-        for node in self.entry.outline_nodes(ast.Call, *FUNCTION_DEFS):
+        for node in module.outline_nodes(ast.Call, *FUNCTION_DEFS):
             if isinstance(node, ast.Call):
-                transform = self._grad_transform(node.func)
+                transform = self._grad_transform(node.func, module)
                 target = _differentiated(node, transform) if transform is not None else None
                 if target is not None:
                     targets.add(target)
             elif isinstance(node, FUNCTION_DEFS):
-                transforms = [self._grad_transform(decorator) for decorator in node.decorator_list]
+                transforms = [self._grad_transform(decorator, module) for decorator in node.decorator_list]
                 if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
                     targets.add(node.name)
         return targets
 
-    def _grad_transform(self, func: ast.expr) -> str | None:
+    def _grad_transform(self, func: ast.expr, module: ModuleInfo) -> str | None:
         """The qualified name of the grad-like transform that `func` is, still awaiting the
         function to differentiate, else None: a transform named through the imports (`jax.`,
         `nnx.` or `eqx.` followed by a transform's name counts unresolved), the transform called
         without its function (`eqx.filter_value_and_grad(has_aux=True)`) or given to
         `functools.partial` without it (`partial(jax.value_and_grad, has_aux=True)`)."""
         if isinstance(func, ast.Call):
-            partial = self.qualify(dotted(func.func) or "", self.entry) == "functools.partial"
+            partial = self.qualify(dotted(func.func) or "", module) == "functools.partial"
             inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
-            transform = self._grad_transform(inner) if not rest else None
+            transform = self._grad_transform(inner, module) if not rest else None
             if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
                     or _differentiated_argument(func, transform, keyword_only=True) is not None):
                 return None
@@ -205,18 +241,19 @@ class EntryPoints:
         name = dotted(func)
         if name is None:
             return None
-        qualified = self.qualify(name, self.entry)
+        qualified = self.qualify(name, module)
         head, _, last = name.rpartition(".")
         if qualified in fw.GRAD_TRANSFORMS or (last in GRAD_NAMES and head.split(".")[0] in GRAD_ALIAS_ROOTS):
             return qualified
         return None
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
-                  no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
+                  no_grad: bool = False, root: cst.CSTNode | None = None, module: ModuleInfo | None = None) -> None:
+        module = module or self.entry
         name = node.name.value
         is_grad_target = name in self.grad_targets
-        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
+        frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(module, name, cls is not None),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)

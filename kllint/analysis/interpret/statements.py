@@ -57,15 +57,16 @@ class Statements:
         elif isinstance(node, cst.FunctionDef):
             frame.env[node.name.value] = FunctionRef(node.name.value, node, frame.module, class_name=None)
             self._closures[id(node)] = frame.env
-            if frame.depth == 0 and frame.emit and frame.module is self.entry and id(node) not in self._nested_done:
+            if frame.depth == 0 and frame.emit and id(node) not in self._nested_done:
                 # a nested function is an entry point too, seeing the enclosing values
                 self._nested_done.add(id(node))
                 saved = self.steps
                 try:
                     self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
-                                   root=frame.root)
+                                   root=frame.root, module=frame.module)
                 except Budget:
-                    self._abandon(node.name.value, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=frame.root)
+                    self._abandon(node.name.value, node, f"step budget of {frames.MAX_STEPS:,} exhausted",
+                                  frame.module, root=frame.root)
                 self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
@@ -320,8 +321,7 @@ def _returned_under(value: Value, conditions: tuple) -> Value:
             changed = True
             if narrowed(anchor.conditions + extra) is None:
                 continue  # formed under a configuration this return excludes
-            option = option.with_(anchor=Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module,
-                                                anchor.conditions + extra, anchor.function, anchor.root))
+            option = option.with_(anchor=anchor.with_conditions(anchor.conditions + extra))
         options.append(option)
     if not changed:
         return value
