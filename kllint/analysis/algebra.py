@@ -40,9 +40,11 @@ def _conditioned(anchor: Anchor, *operands: Tensor) -> Anchor:
     clamped k3 only when `mode` is 'k3', although the clamp itself is unconditional."""
     extra = tuple(c for t in operands if t.anchor is not None for c in t.anchor.conditions
                   if c not in anchor.conditions)
-    # formed from a value the caller chose (`log_ratio.clamp(...)` after the chosen branch)
+    # formed from a value the caller chose (`log_ratio.clamp(...)` after the chosen branch);
+    # a detached operand gives no gradient, so only the operands that carry one count if any does
+    live = [t for t in operands if LP in symbols_of(t.expr)] or operands
     chosen = not anchor.chosen and any(t.anchor is not None and t.anchor.chosen
-                                       and t.anchor.stack == anchor.stack for t in operands)
+                                       and t.anchor.stack == anchor.stack for t in live)
     if not extra and not chosen:
         return anchor
     return anchor.with_conditions(anchor.conditions + tuple(dict.fromkeys(extra)), chosen)

@@ -29,6 +29,8 @@ class Bindings:
             value = self._named(value, name, frame, statement)
             if frame.no_grad:
                 value = self.detach_value(value)
+            if frame.chosen:
+                value = _chosen_here(value, frame)
             frame.env[name] = value
             self.check_reward_sink(name, value, frame, statement)
         elif isinstance(target, (cst.Tuple, cst.List)):
@@ -169,3 +171,16 @@ def _detaches_in_place(statement: cst.CSTNode) -> bool:
         return True
     called = dotted_name(value.func) or ""
     return called.rsplit(".", 1)[-1] == "stop_gradient" and len(value.args) == 1
+
+
+def _chosen_here(value: Value, frame: Frame) -> Value:
+    """`value = log_ratio` in a branch the caller chose: an estimate formed earlier in this
+    function is now the caller's choice too (`Anchor.chosen`)."""
+    options, changed = [], False
+    for option in alternatives(value):
+        anchor = option.anchor if isinstance(option, Tensor) else None
+        if anchor is not None and not anchor.chosen and anchor.stack == frame.call_stack:
+            option = option.with_(anchor=anchor.with_conditions(anchor.conditions, chosen=True))
+            changed = True
+        options.append(option)
+    return join(*options) if changed else value

@@ -13,7 +13,7 @@ from kllint.analysis import keyed
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import used_names
 from kllint.analysis.module import dotted_name
-from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Value, alternatives, join
+from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Tensor, Value, alternatives, join
 
 # more paths than this for one branch are not followed one by one: the branch then runs once,
 # under no condition of this test (what it did before tests were combined)
@@ -68,6 +68,9 @@ class Branches:
             comparison = test.comparisons[0]
             if isinstance(test.left, cst.Name) and test.left.value == "__name__":
                 return True, None
+            passed = self._passed_tensor_is_none(test, frame)
+            if passed is not None:
+                return passed, None
             # a string a run-time key picked is tested as the string itself
             left = _unkeyed(self.eval(test.left, frame))
             right = _unkeyed(self.eval(comparison.comparator, frame))
@@ -97,6 +100,19 @@ class Branches:
             if len(truths) == 1:
                 return truths.pop(), None
         return None, None
+
+    def _passed_tensor_is_none(self, test: cst.Comparison, frame: Frame) -> bool | None:
+        """`x is None` / `x is not None` on a parameter the caller passed a tensor for: decided
+        (a tensor read or guessed from a name elsewhere may be None, so only this is)."""
+        comparison = test.comparisons[0]
+        if not (isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(test.left, cst.Name)
+                and isinstance(comparison.comparator, cst.Name) and comparison.comparator.value == "None"
+                and test.left.value in frame.explicit):
+            return None
+        options = alternatives(frame.env.get(test.left.value))
+        if not options or not all(isinstance(o, Tensor) for o in options):
+            return None
+        return isinstance(comparison.operator, cst.IsNot)
 
     def _mode_test(self, value: Value, options: tuple[str, ...], negated: bool, predicate: str,
                    tested_node: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
