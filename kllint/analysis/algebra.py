@@ -4,6 +4,8 @@ it meets anything else (a coefficient, an advantage, another loss term).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import functools
 import operator
 from typing import Callable
@@ -51,6 +53,12 @@ def _conditioned(anchor: Anchor, *operands: Tensor) -> Anchor:
 
 
 @functools.lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
+def _opaque(expr: tm.Term) -> bool:
+    """Whether `expr` holds a call of a function the analysis cannot read (`_call_function`)."""
+    return any(isinstance(node, tm.Undefined) and node.name.startswith("call_") for node in expr.preorder())
+
+
 def _call_function(name: str) -> type:
     """The unknown function `call_<name>` (the name made an identifier, at most 30 characters)."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
@@ -299,8 +307,10 @@ class Algebra:
             positive = op != "-" and a.expr.is_positive is True and b.expr.is_positive is True
             return Tensor(self.table.fresh("t", **({"positive": True} if positive else {"real": True})),
                           vocab=a.vocab or b.vocab)
-        pure_a = self.table.is_pure(a.expr)
-        pure_b = self.table.is_pure(b.expr)
+        # an unknown function of the log-probs (`pg_loss_fn(logp)`, a callback) is no estimate:
+        # a pure estimate that meets it is tracked as a KL term, as when it meets any other term
+        pure_a = self.table.is_pure(a.expr) and not _opaque(a.expr)
+        pure_b = self.table.is_pure(b.expr) and not _opaque(b.expr)
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
         if pure_a and pure_b and (roles_a or roles_b) and not self._weighted_detached_estimate(op, a, b):
             expr = self.bound(self._apply(op, a.expr, b.expr))

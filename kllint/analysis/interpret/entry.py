@@ -16,7 +16,7 @@ from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
-from kllint.analysis.module import ModuleInfo
+from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
@@ -59,32 +59,53 @@ class EntryPoints:
             KL_CONTENT.reset(token)
 
     def _run(self) -> None:
-        self.grad_targets = self._find_grad_targets()
-        chosen = self._entry_points(*self._definitions())
+        """Callers first, so that a function they follow with log-probs in its arguments takes
+        its roles from them and is not run again on its own with roles read from its parameters'
+        names (the last resort): the project's callers in other modules, the module-level code,
+        then the module's entry points, each after the entry points that call it."""
+        names, calls = self._definitions()
+        chosen = self._entry_points(names, calls)
         called = {cls_name or name for cls_name, name in chosen}
+        self._run_callers(called)
+        self.grad_targets = self._find_grad_targets()
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(called), module_frame), "<module>", None)
-        for cls_name, name in chosen:
+        for cls_name, name in _callers_first(chosen, calls):
             self._run_unit(self.entry, cls_name, name)
-        self._run_callers(called)
 
     def _run_unit(self, module: ModuleInfo, cls_name: str, name: str) -> None:
-        """Run a function, or a method of a top-level class, of `module` as an entry point."""
+        """Run a function, or a method of a top-level class, of `module` as an entry point,
+        unless a caller already ran it with log-probs among its arguments."""
         if not cls_name:
             node = module.functions.get(name)
-            if node is not None:
+            if node is not None and (id(node) not in self.followed_with_roles or name in self.grad_targets):
                 self._guarded(lambda: self.run_entry(node, None, module=module), name, node, module)
             return
         cls_node = module.classes.get(cls_name)
         if cls_node is None:
             return
+        node = cls_node.method(name)
+        if node is None or (id(node) in self.followed_with_roles and not self._framework_may_call(cls_node, name)):
+            return
         cls = ClassRef(cls_name, cls_node, module)
-        self._guarded(lambda: self._run_method(cls, name, module), f"{cls_name}.{name}", cls_node.method(name), module)
+        self._guarded(lambda: self.run_entry(node, cls, module=module), f"{cls_name}.{name}", node, module)
 
-    def _run_method(self, cls: ClassRef, name: str, module: ModuleInfo) -> None:
-        node = cls.node.method(name)
-        if node is not None:
-            self.run_entry(node, cls, module=module)
+    def _framework_may_call(self, cls_node, name: str) -> bool:
+        """Whether code outside the project may call the public method `name` of the class: it
+        has a base class that is not the project's (a framework's trainer or module calls its
+        hooks), so its callers in the project are not all its callers."""
+        if name.startswith("_") and not name.startswith("__"):
+            return False
+        todo, seen = [ClassRef(cls_node.name.value, cls_node, self.entry)], 0
+        while todo and seen < 16:
+            cls = todo.pop()
+            seen += 1
+            for base, written in zip(self.base_values(cls), cls.node.bases):
+                if isinstance(base, ClassRef):
+                    todo.append(base)
+                elif dotted_name(written.value) != "object":
+                    return True
+        return False
 
     def _run_callers(self, called: set[str]) -> None:
         """Run, as entry points in their own modules, the project's functions that call the
@@ -163,6 +184,7 @@ class EntryPoints:
         hide the KL loss next to its call; the entry point is abandoned only if that run too runs
         out of steps."""
         facts_before, nested_done = len(self.facts), set(self._nested_done)
+        followed = set(self.followed_with_roles)
         for share in (0, frames.CALL_SHARE):
             self.steps, self.step_limit, self.call_share = 0, frames.MAX_STEPS, share
             self.over_budget.clear()
@@ -172,6 +194,7 @@ class EntryPoints:
             except Budget:
                 if share:
                     self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", module, root=node)
+                    self.followed_with_roles = followed  # what it followed is not trusted: run those on their own
                     break
                 del self.facts[facts_before:]  # the rerun observes it all again
                 self._nested_done = set(nested_done)
@@ -376,3 +399,24 @@ class EntryPoints:
     def emit(self, frame: Frame, fact: Any) -> None:
         if frame.emit:
             self.facts.append(fact)
+
+
+def _callers_first(chosen: list[tuple[str, str]], calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
+    """The entry points ordered so that each comes after those of the module that call it (by
+    name, `f(...)` or `self.f(...)`), source order otherwise; a cycle keeps source order."""
+    names = {key: key[1] for key in chosen}
+    callers: dict[tuple[str, str], set[tuple[str, str]]] = {key: set() for key in chosen}
+    for key in chosen:
+        for other in chosen:
+            if other != key and names[key] in calls.get(other, ()):
+                callers[key].add(other)
+    ordered: list[tuple[str, str]] = []
+    placed: set[tuple[str, str]] = set()
+    while len(ordered) < len(chosen):
+        ready = [k for k in chosen if k not in placed and callers[k] <= placed]
+        if not ready:  # a cycle: the first remaining one
+            ready = [next(k for k in chosen if k not in placed)]
+        for key in ready:
+            ordered.append(key)
+            placed.add(key)
+    return ordered

@@ -145,6 +145,8 @@ class Calls:
             self.choosing_calls.add(id(node))
         if self.carries(list(args) + list(kwargs.values())) or template:
             self.carrying_calls.add(id(node))
+            if frame.emit:
+                self.followed_with_roles.add(key)
             if self.pairs(list(args) + list(kwargs.values())):
                 self.pairing_calls.add(id(node))
         if key in self.over_budget:
