@@ -321,14 +321,16 @@ class Algebra:
             trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
             space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
             return Tensor(expr, _conditioned(anchor, a, b), trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
-                          assumed=(a.assumed and roles_a) or (b.assumed and roles_b))
+                          assumed=(a.assumed and roles_a) or (b.assumed and roles_b),
+                          named=(a.named or not roles_a) and (b.named or not roles_b))
         left, right = self.wrap(a), self.wrap(b)
         if op in "+-":
             self.mark_entry(left, right, anchor)
             self.mark_entry(right, left, anchor)
         expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
-        return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+        return Tensor(expr, space=space, vocab=a.vocab or b.vocab,
+                      named=(roles_a or roles_b) and (a.named or not roles_a) and (b.named or not roles_b))
 
     def _same_distribution(self, a: Tensor, b: Tensor) -> bool:
         """`b` depends on the log-probs of the same policies as `a`, detached or not."""

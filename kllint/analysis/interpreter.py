@@ -61,3 +61,4 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.pairing_calls: set[int] = set()  # ... whose arguments pair the policy's log-probs with the reference's
         self.choosing_calls: set[int] = set()  # calls whose callee the receiver's class or a run-time key picks
         self.followed_with_roles: set[int] = set()  # definitions a caller ran with log-probs among its arguments
+        self.passes_choice: set[int] = set()  # calls whose callee chose by what the caller's own caller passed

@@ -138,12 +138,15 @@ class Tensor:
     call_sites: tuple[Anchor, ...] = ()
     assumed: bool = False  # its policy log-prob role comes from a name, not from a forward pass
     reduced: Reduced | None = field(default=None, compare=False, hash=False)  # a pure estimate's first reduction
+    # its roles come from names only (a parameter or key named as log-probs), not from a forward
+    named: bool = field(default=False, compare=False, hash=False)
 
     def __init__(self, expr: tm.Term, anchor: Anchor | None = None, trace: tuple["Formed", ...] = (),
                  space: str | None = None, kind: str | None = None, vocab: bool = False,
-                 call_sites: tuple[Anchor, ...] = (), assumed: bool = False, reduced: "Reduced | None" = None) -> None:
+                 call_sites: tuple[Anchor, ...] = (), assumed: bool = False, reduced: "Reduced | None" = None,
+                 named: bool = False) -> None:
         self.__dict__.update(expr=expr, anchor=anchor, trace=trace, space=space, kind=kind, vocab=vocab,
-                             call_sites=call_sites, assumed=assumed, reduced=reduced)  # as `Anchor` does
+                             call_sites=call_sites, assumed=assumed, reduced=reduced, named=named)  # as `Anchor` does
 
     def with_(self, **changes: Any) -> "Tensor":
         """A copy with `changes` (field name -> value), as `dataclasses.replace` makes it, without

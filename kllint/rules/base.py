@@ -29,6 +29,7 @@ class RuleContext:
     carrying_calls: set[int] | None = None  # call sites that hand log-probs, KL or a model to a callee
     pairing_calls: set[int] = field(default_factory=set)  # ... that hand it the log-ratio (policy and reference paired)
     choosing_calls: set[int] = field(default_factory=set)  # calls whose callee the receiver's class or a key picks
+    passes_choice: set[int] = field(default_factory=set)  # calls passing on their caller's choice to the callee
     differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
     named_rewards: dict = field(default_factory=dict)  # KL-term symbol -> the first reward fact storing it
     losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
@@ -45,20 +46,27 @@ class RuleContext:
         self._once.add((code, key))
         return True
 
-    def localize(self, anchor: Anchor) -> tuple[Anchor, tuple[Step, ...]] | None:
+    def localize(self, anchor: Anchor, returned_through: Iterable[Anchor] = ()) -> tuple[Anchor, tuple[Step, ...]] | None:
         """The place of a finding, if it is in the checked file: where the estimate is written.
 
         One root cause, one place, whichever module's entry point runs it: the anchor itself,
         unless the call that runs the anchor's function made the estimate what it is, then that
-        call (the anchor becomes a step), and so on outwards: an estimate formed in a branch the
-        call chose by an argument (`Anchor.chosen`: `kl_penalty(logp, ref, mode)`), a call that
-        hands the callee the log-ratio already paired (`pairing_calls`), or a callee that the
-        receiver's class or a run-time key picks (`choosing_calls`). None when the place is in
-        another file, which reports it when checked."""
+        call (the anchor becomes a step), and so on outwards. A call makes it so when the
+        receiver's class or a run-time key picks its callee (`choosing_calls`: a hook, a
+        template method, a registry entry); or when the estimate comes back from it as such
+        (`returned_through`: the calls it crossed before meeting other terms) and the call chose
+        it by an argument (`Anchor.chosen`: `kl_penalty(logp, ref, mode)` running its `if mode
+        == "k3":`; `passes_choice`: a call handing that argument on to another helper) or handed
+        the callee the log-ratio already paired (`pairing_calls`). An estimate its helper turns
+        into a loss or a reward itself stays in the helper. None when the place is in another
+        file, which reports it when checked."""
+        crossed = {site.node_id for site in returned_through}
         place, steps = anchor, ()
         while place.stack:
             site = place.stack[-1]
-            if not (place.chosen or site.node_id in self.pairing_calls or site.node_id in self.choosing_calls):
+            by_argument = site.node_id in crossed and (place.chosen or place.node_id in self.passes_choice
+                                                       or site.node_id in self.pairing_calls)
+            if not (by_argument or site.node_id in self.choosing_calls):
                 break
             steps += (Step(place, f"in `{place.function}`" if place.function else "here"),)
             place = site
@@ -80,7 +88,7 @@ class RuleContext:
         finding of the unclamped path and shows the clamp as a step of its trace."""
         if narrowed(anchor.conditions) is None:
             return  # no configuration takes this path
-        located = self.localize(anchor)
+        located = self.localize(anchor, call_sites)
         if located is None:
             return
         primary, extra = located
@@ -288,6 +296,11 @@ def _statistic(expr: tm.Term, algebra: Algebra) -> bool:
         return algebra.table.is_reduction(expr) or bool(expr.is_positive)
     return isinstance(expr, tm.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
                                             for a in expr.args)
+
+
+def returned_through(term: KLTerm) -> tuple[Anchor, ...]:
+    """Every call site the estimate was returned through, still an estimate, on any path."""
+    return tuple(term.call_sites) + tuple(site for chain in term.other_call_sites for site in chain)
 
 
 def estimator_words(term: KLTerm) -> str:

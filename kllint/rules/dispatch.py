@@ -58,7 +58,7 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles,
                       {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)},
                       carrying_calls=interpreter.carrying_calls, pairing_calls=interpreter.pairing_calls,
-                      choosing_calls=interpreter.choosing_calls,
+                      choosing_calls=interpreter.choosing_calls, passes_choice=interpreter.passes_choice,
                       line_length=getattr(settings, "line_length", None) or 88)
     prepare(ctx, interpreter.facts)
     # a term that reaches a backward pass or a returned loss is traced there, not to an entry of

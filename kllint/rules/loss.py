@@ -12,7 +12,7 @@ from kllint.analysis import terms as tm
 from kllint.analysis.facts import LossFact, RewardFact
 from kllint.diagnostics import Estimate, Fix
 from kllint.rules import wording
-from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.base import RuleContext, estimator_words, occurrences, returned_through
 from kllint.rules.fixes import estimate_for
 from kllint.rules.kl_fixes import loss_rewrite
 from kllint.rules.loss_terms import LossTerm, loss_terms
@@ -38,7 +38,7 @@ def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help:
         note = f"straight-through term: the {wording.short_name(item.term.estimator.name)} value, the log-ratio as gradient coefficient"
     root, clamped = root_cause(item.term, ctx.algebra.table, item.fact.sink) if at_estimate else (None, None)
     ctx.report(code, anchor, message, help=help, trace=loss_trace(item.term, item.fact, ctx.algebra.table, note),
-               call_sites=item.term.call_sites if at_estimate else (), call_stack=item.fact.call_stack,
+               call_sites=returned_through(item.term) if at_estimate else (), call_stack=item.fact.call_stack,
                fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped, **extra)
 
 

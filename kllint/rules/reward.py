@@ -7,7 +7,7 @@ from kllint.analysis.facts import RewardFact
 from kllint.analysis.symbolic import LP, ROLE_SYMBOLS
 from kllint.diagnostics import Fix
 from kllint.rules import wording
-from kllint.rules.base import RuleContext, estimator_words
+from kllint.rules.base import RuleContext, estimator_words, returned_through
 from kllint.rules.fixes import estimate_for
 from kllint.rules.flow import reaches_loss, reward_symbols
 from kllint.rules.kl_fixes import reward_rewrite
@@ -42,7 +42,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
         ctx.report("KL301", term.anchor,
                    f"{{subject}} enters `{fact.target}` while it still carries the policy's gradient: a pathwise gradient leaks through the reward",
                    help=wording.detach_reward_help(framework),
-                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
+                   trace=trace, call_sites=returned_through(term), call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "",
                    root=root, clamped=clamped)
     if name not in (None, "k1"):
@@ -50,7 +50,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    "{subject} is used as a reward: only k1 gives an unbiased gradient"
                    + (" (k3 gives grad KL(pi||ref) - grad KL(ref||pi))" if name == "k3" else ""),
                    help=wording.k1_reward_help(framework),
-                   trace=trace, call_sites=term.call_sites, call_stack=fact.call_stack, fallback=fact.sink,
+                   trace=trace, call_sites=returned_through(term), call_stack=fact.call_stack, fallback=fact.sink,
                    fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name,
                    subject=estimator_words(term), root=root, clamped=clamped)
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))

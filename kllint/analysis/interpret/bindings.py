@@ -13,6 +13,7 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.facts import LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
 from kllint.analysis.values import Alts, Keyed, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
@@ -31,6 +32,10 @@ class Bindings:
                 value = self.detach_value(value)
             if frame.chosen:
                 value = _chosen_here(value, frame)
+            if frame.explicit and isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None:
+                read = values_used(statement.value)
+                if not frame.explicit.isdisjoint(read) or not frame.derived.isdisjoint(read):
+                    frame.derived.add(name)  # `base = mode[:-1] if mode.endswith("+") else mode`
             frame.env[name] = value
             self.check_reward_sink(name, value, frame, statement)
         elif isinstance(target, (cst.Tuple, cst.List)):

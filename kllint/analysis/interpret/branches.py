@@ -11,7 +11,7 @@ import libcst as cst
 
 from kllint.analysis import keyed
 from kllint.analysis.interpret.frames import Frame
-from kllint.analysis.interpret.walk import used_names
+from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.module import dotted_name
 from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Tensor, Value, alternatives, join
 
@@ -60,7 +60,14 @@ class Branches:
         """Whether a branch test reads a parameter the caller passed explicitly (`mode == "k3"`,
         `cfg.kl_type in (...)`, `use_k3`): the branch that runs is then the caller's choice, and
         so is an estimate formed in it (`kllint.rules.base.RuleContext.localize`)."""
-        return frame.chosen or (bool(frame.explicit) and not frame.explicit.isdisjoint(used_names(test)))
+        if not frame.explicit:
+            return frame.chosen
+        read = values_used(test)
+        if frame.explicit.isdisjoint(read) and frame.derived.isdisjoint(read):
+            return frame.chosen
+        if not frame.inherited.isdisjoint(read):
+            frame.passed_choice.append(True)  # the caller passed on its own caller's choice
+        return True
 
     def decide(self, test: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
         """Decide a single test statically (True/False) or return a condition on a mode value."""

@@ -359,7 +359,7 @@ class EntryPoints:
             if detached_source and symbol == LP:
                 symbol = LPD
             space = "logits" if roles.is_logits_name(name) else "logprob"
-            return Tensor(symbol, space=space, assumed=symbol == LP)  # only a live policy role is assumed
+            return Tensor(symbol, space=space, assumed=symbol == LP, named=True)  # only a live policy role is assumed
         model = roles.model_role(name)
         if model is not None:
             return Model(model, name)

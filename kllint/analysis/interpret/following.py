@@ -12,6 +12,7 @@ from kllint.analysis import calls
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP, LPD, REF
@@ -45,6 +46,7 @@ class _CallMemo:
     entered: frozenset[int]
     fields_version: int | None = None  # the field store's version after it (None: it read no field)
     fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
+    passed_choice: bool = False  # what it computes was chosen by arguments the caller passed on from its own caller
 
 
 class Calls:
@@ -145,7 +147,7 @@ class Calls:
             self.choosing_calls.add(id(node))
         if self.carries(list(args) + list(kwargs.values())) or template:
             self.carrying_calls.add(id(node))
-            if frame.emit:
+            if frame.emit and self.carries_evidence(list(args) + list(kwargs.values())):
                 self.followed_with_roles.add(key)
             if self.pairs(list(args) + list(kwargs.values())):
                 self.pairing_calls.add(id(node))
@@ -165,6 +167,7 @@ class Calls:
             signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
             memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
+                        _passes_on(node, frame),
                         (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
                         else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
@@ -180,6 +183,8 @@ class Calls:
                     self._cutoffs += 1
                 self.fields.depend(memo.fields_read)  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
+                if memo.passed_choice:
+                    self.passes_choice.add(id(node))
                 return self._replay(memo, node, frame)
         facts_before, cutoffs_before = len(self.facts), self._cutoffs
         reach = _Reach(frame.depth, {key})
@@ -199,11 +204,14 @@ class Calls:
             self._open_calls.pop()
             read = self.fields.close()
         self._note_reach(reach.deepest, reach.entered)
+        passed_choice = bool(callee_frame.passed_choice)
+        if passed_choice:
+            self.passes_choice.add(id(node))
         if memo_key is not None:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered), self.fields.version if read else None, read)
+                frozenset(reach.entered), self.fields.version if read else None, read, passed_choice)
         return self._returned(result, self.anchor(node, frame))
 
     def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
@@ -234,6 +242,21 @@ class Calls:
                 if depth < 2 and isinstance(option, (Sequence, Mapping)):
                     items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
                     if self.carries(items, depth + 1):
+                        return True
+        return False
+
+    def carries_evidence(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a network or log-probs whose roles come from
+        what the code computed (a forward, a gather), not only from names: then the callee's
+        roles are decided by this call rather than by its own parameters' names."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model) or (isinstance(option, Tensor) and not option.named
+                                                  and self.algebra.has_roles(option.expr)):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries_evidence(items, depth + 1):
                         return True
         return False
 
@@ -282,22 +305,32 @@ class Calls:
             callee_frame.env[positional[0].name.value] = ref.bound_self
             positional = positional[1:]
         explicit = []
+        positional_exprs, keyword_exprs = _argument_expressions(node)
+        passed_on = frame.explicit | frame.derived
+        inherited = []
         for param in positional + list(params.kwonly_params):
             pname = param.name.value
             if pname in kwargs:
                 value = kwargs[pname]
                 explicit.append(pname)
+                expression = keyword_exprs.get(pname)
             elif values and param in positional:
+                expression = positional_exprs[len(args) - len(values)] if len(args) - len(values) < len(positional_exprs) else None
                 value = values.pop(0)
                 explicit.append(pname)
             elif param.default is not None:
                 value = self.eval(param.default, callee_frame.child(env={}))
+                expression = None
                 if not defaults_as_literals and isinstance(value, Literal):
                     value = ConfigValue(pname, value.value, pname)
             else:
                 value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
+                expression = None
+            if expression is not None and passed_on and not passed_on.isdisjoint(values_used(expression)):
+                inherited.append(pname)
             callee_frame.env[pname] = value
         callee_frame.explicit = frozenset(explicit)
+        callee_frame.inherited = frozenset(inherited)
         if isinstance(params.star_arg, cst.Param):
             callee_frame.env[params.star_arg.name.value] = Sequence(tuple(values))
         if isinstance(params.star_kwarg, cst.Param):
@@ -392,3 +425,31 @@ def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
     except TypeError:
         return None
     return signature
+
+
+def _argument_expressions(node: cst.CSTNode) -> tuple[list[cst.BaseExpression], dict[str, cst.BaseExpression]]:
+    """The expressions of a call's plain positional arguments (up to the first `*`) and of its
+    keyword arguments."""
+    positional: list[cst.BaseExpression] = []
+    keywords: dict[str, cst.BaseExpression] = {}
+    if isinstance(node, cst.Call):
+        placed = True
+        for arg in node.args:
+            if arg.keyword is not None:
+                keywords[arg.keyword.value] = arg.value
+            elif arg.star:
+                placed = False
+            elif placed:
+                positional.append(arg.value)
+    return positional, keywords
+
+
+def _passes_on(node: cst.CSTNode, frame: Frame) -> tuple:
+    """Which arguments of a call its caller computes from its own explicit parameters (positions
+    and keywords): part of a memoised call's key, since the choice they pass on is recorded."""
+    passed_on = frame.explicit | frame.derived
+    if not passed_on:
+        return ()
+    positional, keywords = _argument_expressions(node)
+    return (tuple(i for i, e in enumerate(positional) if not passed_on.isdisjoint(values_used(e))),
+            tuple(sorted(k for k, e in keywords.items() if not passed_on.isdisjoint(values_used(e)))))

@@ -43,10 +43,16 @@ class Frame:
     returned: bool = False
     return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
     root: cst.CSTNode | None = None  # the parsed definition whose code runs (for positions)
-    # the parameters the caller passed explicitly: a branch that runs because of a test on one
-    # of them is chosen by the caller (`chosen`), and so is what is formed in it
+    # the parameters the caller passed explicitly, and the locals computed from them
+    # (`derived`): a branch that runs because of a test on one of them is chosen by the caller
+    # (`chosen`), and so is what is formed in it. `inherited`: the parameters the caller passed
+    # from its own explicit parameters; a test on one of them passes the choice further out
+    # (`passed_choice`, shared with branch frames, is set then)
     explicit: frozenset[str] = frozenset()
+    derived: set = field(default_factory=set)
+    inherited: frozenset[str] = frozenset()
     chosen: bool = False
+    passed_choice: list = field(default_factory=list)
 
     def child(self, **changes: Any) -> "Frame":
         """A copy with `changes` (field name -> value); lists and dicts not changed are shared,
