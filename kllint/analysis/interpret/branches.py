@@ -60,7 +60,7 @@ class Branches:
         """Whether a branch test reads a parameter the caller passed explicitly (`mode == "k3"`,
         `cfg.kl_type in (...)`, `use_k3`): the branch that runs is then the caller's choice, and
         so is an estimate formed in it (`kllint.rules.base.RuleContext.localize`)."""
-        if not frame.explicit:
+        if not frame.explicit or not _a_choice(test):
             return frame.chosen
         read = values_used(test)
         if frame.explicit.isdisjoint(read) and frame.derived.isdisjoint(read):
@@ -175,3 +175,16 @@ def _product(first: Paths, second: Paths) -> Paths:
 def _unkeyed(value: Value) -> Value:
     """`value` without the conditions of run-time keys that picked its alternatives."""
     return join(*(inner for inner, _ in keyed.conditioned(value))) if keyed.has_keyed(value) else value
+
+
+def _a_choice(test: cst.BaseExpression) -> bool:
+    """Whether a branch test picks among options (`mode == "k3"`, `kind in ("k1", "kl")`,
+    `mode.endswith("+")`, a flag `use_k3`), rather than testing that an optional value was
+    given (`ref is not None`)."""
+    if isinstance(test, cst.UnaryOperation):
+        return _a_choice(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _a_choice(test.left) or _a_choice(test.right)
+    if isinstance(test, cst.Comparison):
+        return not any(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons)
+    return True
