@@ -123,6 +123,7 @@ class ProjectIndex:
         self._next_id = 1
         self._tracked: dict[Path, bool] | None = None
         self._lookups: dict[tuple, tuple] = {}
+        self.memo: dict[str, dict] = {}  # what the analysis keeps per index (the callers' runs)
 
     def module_for_file(self, text: str, path: Path, display: str, outline: ast.Module | None = None,
                         from_disk: bool = False) -> ModuleInfo:
@@ -139,6 +140,7 @@ class ProjectIndex:
         if len(self._by_path) > self.MAX_MODULES:  # bounded memory over a long run; rebuilt on demand
             self._by_path.clear()
             self._at_path.clear()
+            self.memo.clear()  # what was kept refers to the modules dropped
         root, name = package_root(path) if path.exists() else (path.parent, path.stem)
         above = _namespace_root(path, root) if path.exists() else None
         if above is not None:

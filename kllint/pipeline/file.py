@@ -174,11 +174,13 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     deps = None
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)
+    foreign = [d for d in found if d.path != display]
+    found = [d for d in found if d.path == display]
     warnings: list[str] = []
     suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"
     return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
                    filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
-                   suppressible=suppressible)
+                   suppressible=suppressible, foreign=foreign)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None

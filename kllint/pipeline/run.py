@@ -5,9 +5,10 @@ here (`kllint.pipeline.file`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from kllint.analysis.index import IndexPerRoot, forget_package_roots
+from kllint.analysis.index import IndexPerRoot, display_path, forget_package_roots
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.exit import keep_until_exit
@@ -16,6 +17,8 @@ from kllint.pipeline.cache import cacheable
 from kllint.pipeline.discovery import Discovered
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
+from kllint.pipeline.selection import filter_found
+from kllint.pipeline.source import MAX_FILE_BYTES, decode_source, read_regular
 
 if TYPE_CHECKING:
     from kllint.pipeline.cache import ResultCache
@@ -60,6 +63,10 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
+    checked = len(files)
+    # the modules whose units call into the checked files, not checked themselves: analysed too,
+    # for what they place in the checked files (a pre-commit run of one helper module)
+    files = list(files) + (context_files(files, settings) if prefilter else [])
     # a file read from disk was found as a file (discovery): its folder's settings, without a
     # `stat` to tell it from a folder; text given in memory may name anything
     per_file = [settings.for_folder(item.path.parent) if item.content is None else settings.for_path(item.path)
@@ -70,7 +77,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         outcomes[position] = outcome
         if cache is not None and not outcome.errors and not outcome.stopped and cacheable(files[position]):
             cache.store(files[position], per_file[position], outcome)
-        if progress is not None:
+        if progress is not None and position < checked:
             progress(files[position])
 
     pending: list[int] = []
@@ -82,7 +89,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         else:
             cached.add(position)
             outcomes[position] = hit
-            if progress is not None:
+            if progress is not None and position < checked:
                 progress(item)
     track = cache is not None
     in_pool = False
@@ -107,10 +114,11 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     if cache is not None:
         cache.flush()
+    place_foreign_findings(files[:checked], per_file, outcomes)
     result = RunResult()
     seen: set[tuple] = set()
     abandoned: set[str] = set()
-    for position, (item, outcome) in enumerate(zip(files, outcomes)):
+    for position, (item, outcome) in enumerate(zip(files[:checked], outcomes)):
         if outcome is None:  # cannot happen; never lose the run over it
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
@@ -134,3 +142,53 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
                 result.diagnostics.append(diagnostic)
     result.diagnostics.sort(key=lambda d: d.sort_key)
     return result
+
+
+def place_foreign_findings(files: list[Discovered], per_file: list[Settings], outcomes: list["Outcome | None"]) -> None:
+    """Add to each checked file the findings other files' analyses placed in it (an estimate its
+    helper writes, judged by what a caller does with it), then select and suppress its findings
+    again with its own text and settings. `outcomes` may be longer than `files` (context files)."""
+    where = {item.display: position for position, item in enumerate(files)}
+    placed: dict[int, list[Diagnostic]] = {}
+    for outcome in outcomes:
+        for diagnostic in outcome.foreign if outcome is not None else ():
+            position = where.get(diagnostic.path)
+            if position is not None and outcomes[position] is not None and outcomes[position].filtered:
+                placed.setdefault(position, []).append(diagnostic)
+    for position, extra in placed.items():
+        outcome = outcomes[position]
+        keys = {(d.code, d.cell, d.span) for d in outcome.found}
+        added = [d for d in extra if (d.code, d.cell, d.span) not in keys and not keys.add((d.code, d.cell, d.span))]
+        if not added:
+            continue
+        item = files[position]
+        found = sorted(outcome.found + added, key=lambda d: d.sort_key)
+        text = _text_of(item)
+        warnings: list[str] = []
+        outcome.found = found
+        outcome.diagnostics = filter_found(found, text, item.display, per_file[position], item.path, warnings)
+
+
+def _text_of(item: Discovered) -> str | None:
+    """The text of a checked file, for its suppressions (None when it cannot be read again)."""
+    try:
+        raw = item.content if item.content is not None else read_regular(item.path, MAX_FILE_BYTES)
+        return decode_source(raw)
+    except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RuntimeError):
+        return None
+
+
+def context_files(files: list[Discovered], settings: "Settings | SettingsSource") -> list[Discovered]:
+    """The project modules, not among `files`, holding units that call into the checked files
+    (`kllint.analysis.project.callers.upstream_files`); none when the run checks whole projects."""
+    from kllint.analysis.project.callers import upstream_files
+
+    named = {item.path.resolve() for item in files if item.content is None}
+    context: dict[Path, Discovered] = {}
+    for item in files:
+        if item.content is not None or item.path.suffix != ".py":
+            continue
+        for path in upstream_files(item.path, named, getattr(settings, "vocab", None)):
+            if path not in named and path not in context:
+                context[path] = Discovered(path, display_path(path))
+    return list(context.values())

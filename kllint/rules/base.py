@@ -46,8 +46,8 @@ class RuleContext:
         self._once.add((code, key))
         return True
 
-    def localize(self, anchor: Anchor, returned_through: Iterable[Anchor] = ()) -> tuple[Anchor, tuple[Step, ...]] | None:
-        """The place of a finding, if it is in the checked file: where the estimate is written.
+    def localize(self, anchor: Anchor, returned_through: Iterable[Anchor] = ()) -> tuple[Anchor, tuple[Step, ...]]:
+        """The place of a finding: where the estimate is written, in whichever module.
 
         One root cause, one place, whichever module's entry point runs it: the anchor itself,
         unless the call that runs the anchor's function made the estimate what it is, then that
@@ -58,8 +58,7 @@ class RuleContext:
         it by an argument (`Anchor.chosen`: `kl_penalty(logp, ref, mode)` running its `if mode
         == "k3":`; `passes_choice`: a call handing that argument on to another helper) or handed
         the callee the log-ratio already paired (`pairing_calls`). An estimate its helper turns
-        into a loss or a reward itself stays in the helper. None when the place is in another
-        file, which reports it when checked."""
+        into a loss or a reward itself stays in the helper."""
         crossed = {site.node_id for site in returned_through}
         place, steps = anchor, ()
         while place.stack:
@@ -70,8 +69,6 @@ class RuleContext:
                 break
             steps += (Step(place, f"in `{place.function}`" if place.function else "here"),)
             place = site
-        if place.path != self.entry.display:
-            return None
         return place, steps
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
@@ -109,7 +106,7 @@ class RuleContext:
                     (s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in steps}:
                 steps.append(Step(anchor, f"{short_name(variant)} estimate" if variant else "the estimate"))
             return
-        diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
+        diagnostic = Diagnostic(code, info.name, info.severity, primary.path, primary.span,
                                 message, help, (), fix, estimate)
         self._pending[key] = (diagnostic, [path], list(extra + trace))
 

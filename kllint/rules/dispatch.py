@@ -36,7 +36,9 @@ JUDGES: dict[type, tuple[Callable[[Any, RuleContext], None], ...]] = {
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
                  index: ProjectIndex | None = None, outline: ast.Module | None = None,
                  notes: list[str] | None = None, from_disk: bool = False) -> list[Diagnostic]:
-    """All diagnostics of one module's source (unfiltered by selection and suppressions).
+    """All diagnostics of one module's analysis (unfiltered by selection and suppressions),
+    wherever they are placed: mostly in the module itself, some in the modules its entry points
+    call into (an estimate written in a helper module is reported there).
 
     `outline` is the module's `ast` tree when the caller parsed it already. When `notes` is a
     list, a line is appended to it for each function the analysis abandoned (step budget, depth

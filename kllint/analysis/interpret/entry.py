@@ -17,6 +17,7 @@ from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
 from kllint.analysis.module import ModuleInfo, dotted_name
+from kllint.analysis.relevance import definitions, entry_units, names_kl_or_reference
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
@@ -59,15 +60,15 @@ class EntryPoints:
             KL_CONTENT.reset(token)
 
     def _run(self) -> None:
-        """Callers first, so that a function they follow with log-probs in its arguments takes
-        its roles from them and is not run again on its own with roles read from its parameters'
-        names (the last resort): the project's callers in other modules, the module-level code,
-        then the module's entry points, each after the entry points that call it."""
-        names, calls = self._definitions()
-        chosen = self._entry_points(names, calls)
-        called = {cls_name or name for cls_name, name in chosen}
-        self._run_callers(called)
+        """The module-level code, then the module's entry points, each after the entry points
+        that call it (so that a function a caller follows with log-probs in its arguments takes
+        its roles from them and is not run again with roles read from its parameters' names,
+        the last resort). The units of other modules that call these are run in their own
+        modules' analyses (`kllint.analysis.relevance`, `kllint.pipeline.run`)."""
         self.grad_targets = self._find_grad_targets()
+        names, calls = definitions(self.entry)
+        chosen = entry_units(self.entry, self.index, self.vocab)
+        called = {cls_name or name for cls_name, name in chosen}
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(called), module_frame), "<module>", None)
         for cls_name, name in _callers_first(chosen, calls):
@@ -107,75 +108,9 @@ class EntryPoints:
                     return True
         return False
 
-    def _run_callers(self, called: set[str]) -> None:
-        """Run, as entry points in their own modules, the project's functions that call the
-        checked module's entry points (`kllint.analysis.project.callers`): what the checked
-        code computes is judged with the values its callers give it and by what they do with
-        its results. A search cut by a limit is said (`kllint check -v`)."""
-        if not called or not self.entry.path.is_file():
-            return
-        from kllint.analysis.project.callers import MODULE_UNIT, callers_of
-
-        found = callers_of(self.entry.path, called)
-        if found.truncated:
-            self._abandon("<module>", None, f"callers in other modules not all followed ({found.truncated})")
-        for caller in found.found:
-            module = self.index.module_at(caller.path)
-            if module is None or module is self.entry:
-                continue
-            self.grad_targets = self._find_grad_targets(module)
-            if caller.name == MODULE_UNIT:
-                frame = Frame(module, {}, function="<module>")
-                statements = module.module_statements(lambda names: True)
-                self._guarded(lambda: self.exec_block(statements, frame), "<module>", None, module)
-            else:
-                self._run_unit(module, caller.cls, caller.name)
-        self.grad_targets = self._find_grad_targets()
-
-    def _definitions(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], frozenset[str]]]:
-        """The identifiers and the called names of each top-level function and method
-        ((class name or "", name) -> ...), in source order, from the outline."""
-        functions = self.entry.functions
-        names = {("", name): functions.identifiers(name) for name in functions}
-        calls = {("", name): functions.calls(name) for name in functions}
-        for cls_node in self.entry.classes.values():
-            cls_name = cls_node.name.value
-            names.update({(cls_name, name): cls_node.method_identifiers(name) for name in cls_node.method_names})
-            calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
-        return names, calls
-
-    def _entry_points(self, names: dict[tuple[str, str], set[str]],
-                      calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
-        """The functions and methods (class name or "", name) run as entry points, in source order.
-
-        Every finding starts from a KL, a reference model or a KL API, so an entry point is a
-        definition that uses a name for one (`names`: its identifiers, as
-        `kllint.pipeline.prefilter.names_kl_or_reference` reads them; its docstring and comments
-        do not count), or one that calls such a definition of this module by name (`calls`: the
-        names each definition calls, `f(...)` or `self.f(...)`; its caller may hold the loss or
-        reward sink), to a fixpoint. Other definitions are only followed as helpers.
-        """
-        chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
-        while True:
-            called = {name for _, name in chosen}
-            added = {key for key, made in calls.items() if key not in chosen and not made.isdisjoint(called)}
-            if not added:
-                break
-            chosen |= added
-        return [key for key in names if key in chosen]
-
     def _names_kl_or_reference(self, used: set[str]) -> bool:
-        """Whether names of a definition (or statement) name a KL or the reference, directly, by
-        the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.pipeline.prefilter import names_matter
-
-        imports, constants = self.entry.imports, self.entry.constants
-        seen = set(used)
-        seen.update(imports[name].rsplit(".", 1)[-1] for name in used if name in imports)
-        for name in used:
-            if name in constants:
-                seen.update(constants.identifiers(name))
-        return names_matter(seen, self.vocab)
+        """Whether names of a definition (or statement) name a KL or the reference."""
+        return names_kl_or_reference(self.entry, used, self.vocab)
 
     def _guarded(self, action, function: str, node: cst.CSTNode | None, module: ModuleInfo | None = None) -> None:
         """Run one entry point. One that runs out of steps is run again with a share of the budget

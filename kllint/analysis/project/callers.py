@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from kllint.analysis.index import package_root
 from kllint.analysis.project.files import project_files, project_root, read_text
@@ -219,3 +219,24 @@ def _resolves_to(model: ProjectModel, outline: ModuleOutline, name: str, wanted:
         return False
     resolved = model.resolve(outline, name)
     return resolved is not None and resolved[1] in wanted.get(resolved[0], ())
+
+
+def upstream_files(path: Path, checked: set[Path], vocab: Any = None) -> list[Path]:
+    """The project files, other than `path`, holding units that call into the module at `path`
+    (its top-level functions and classes with a unit that names a KL or the reference), directly
+    or through other callers: what a run must also analyse when it checks `path` without them.
+    None when every file of the project is among `checked` (resolved paths)."""
+    from kllint.pipeline.prefilter import names_matter
+
+    path = path.resolve()
+    model = model_for(project_root(path.parent))
+    if all(p.resolve() in checked for p in model.files.paths):
+        return []
+    outline = model.outline(path)
+    if outline is None:
+        return []
+    names = {unit.cls or unit.name for unit in outline.units
+             if unit.name != MODULE_UNIT and names_matter(unit.identifiers, vocab)}
+    if not names:
+        return []
+    return sorted({caller.path.resolve() for caller in callers_of(path, names).found} - {path})

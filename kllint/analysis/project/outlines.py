@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kllint.analysis.outline import FUNCTION_DEFS, dotted, top_level_statements
+from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers, top_level_statements
 
 MODULE_UNIT = "<module>"
 _LEAVES = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
@@ -28,6 +28,7 @@ class Unit:
     self_reads: frozenset[str] = frozenset()  # attributes of `self` read (`loss_fn` of `self.loss_fn(...)`)
     self_stores: dict[str, frozenset[str]] = field(default_factory=dict)  # attr -> dotted names its value reads
     imports: tuple = ()  # the import statements inside it
+    identifiers: frozenset[str] = frozenset()  # as `kllint.analysis.outline.identifiers` reads them
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,7 +82,8 @@ def outline_module(path: Path, text: str, dotted_name: str) -> ModuleOutline | N
         for node in unit.imports:
             _bind(node, package, bindings, first=False)
     if module_code:
-        units.append(Unit("", MODULE_UNIT, module_code[0].lineno, *_uses(module_code)))
+        units.append(Unit("", MODULE_UNIT, module_code[0].lineno, *_uses(module_code),
+                          frozenset().union(*(identifiers(statement) for statement in module_code))))
     return ModuleOutline(path, package, bindings, star, frozenset(definitions), classes, units)
 
 
@@ -124,7 +126,7 @@ def _absolute(node: ast.ImportFrom, package: str) -> str | None:
 
 
 def _unit(cls: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> Unit:
-    return Unit(cls, node.name, node.lineno, *_uses(node.body + node.decorator_list))
+    return Unit(cls, node.name, node.lineno, *_uses(node.body + node.decorator_list), identifiers(node))
 
 
 def _uses(statements: list[ast.AST]) -> tuple:
