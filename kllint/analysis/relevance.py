@@ -51,9 +51,10 @@ def names_kl_or_reference(module: "ModuleInfo", used: frozenset[str] | set[str],
     return names_matter(seen, vocab)
 
 
-def entry_units(module: "ModuleInfo", index: "ProjectIndex | None", vocab: Any) -> list[Unit]:
-    """The units of `module` run as entry points, in source order (memoised per module)."""
-    return list(_relevant(module, index, vocab, 0, set()))
+def entry_units(module: "ModuleInfo", index: "ProjectIndex | None", vocab: Any) -> dict[Unit, None]:
+    """The units of `module` run as entry points, in source order (memoised per module; a dict
+    for membership tests)."""
+    return _relevant(module, index, vocab, 0, set())
 
 
 def _relevant(module: "ModuleInfo", index: "ProjectIndex | None", vocab: Any, hops: int,

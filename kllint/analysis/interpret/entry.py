@@ -67,7 +67,7 @@ class EntryPoints:
         modules' analyses (`kllint.analysis.relevance`, `kllint.pipeline.run`)."""
         self.grad_targets = self._find_grad_targets()
         names, calls = definitions(self.entry)
-        chosen = entry_units(self.entry, self.index, self.vocab)
+        chosen = list(entry_units(self.entry, self.index, self.vocab))
         called = {cls_name or name for cls_name, name in chosen}
         module_frame = Frame(self.entry, {}, function="<module>")
         self._guarded(lambda: self.exec_block(self._module_statements(called), module_frame), "<module>", None)

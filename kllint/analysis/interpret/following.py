@@ -15,6 +15,7 @@ from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
+from kllint.analysis.relevance import entry_units
 from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
@@ -273,10 +274,12 @@ class Calls:
         return False
 
     def depth_matters(self, frame: Frame) -> int:
-        """The depth of `frame`, for a decision that depends on it: a helper call whose result
-        (or facts) came from such a decision is memoised for its own depth only."""
+        """The depth of `frame` below the innermost frame running an entry point of its module
+        (an entry point a caller ran is not run again on its own), for a decision that depends
+        on it: a helper call whose result (or facts) came from such a decision is memoised for
+        its own depth only."""
         self._cutoffs += 1
-        return frame.depth
+        return frame.depth - frame.unit_depth
 
     def _note_reach(self, deepest: int, entered: Iterable[int]) -> None:
         """Record, for the followed call in progress, the depth and functions a nested call reached."""
@@ -298,6 +301,10 @@ class Calls:
                              root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
         if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
             callee_frame.no_grad = True
+        callee_frame.unit_depth = frame.unit_depth
+        if isinstance(fdef, cst.FunctionDef) and ref.module.is_root(fdef) and (
+                ref.owner.name if ref.owner is not None else "", fdef.name.value) in entry_units(ref.module, self.index, self.vocab):
+            callee_frame.unit_depth = callee_frame.depth
         params = fdef.params
         positional = list(params.posonly_params) + list(params.params)
         values = list(args)

@@ -48,6 +48,7 @@ class Frame:
     # (`chosen`), and so is what is formed in it. `inherited`: the parameters the caller passed
     # from its own explicit parameters; a test on one of them passes the choice further out
     # (`passed_choice`, shared with branch frames, is set then)
+    unit_depth: int = 0  # the depth of the innermost frame running an entry point of its module
     explicit: frozenset[str] = frozenset()
     derived: set = field(default_factory=set)
     inherited: frozenset[str] = frozenset()
