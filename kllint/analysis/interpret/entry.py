@@ -14,6 +14,7 @@ from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
+from kllint.analysis.grad_transforms import written_argnums
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
 from kllint.analysis.module import ModuleInfo
@@ -202,26 +203,38 @@ class EntryPoints:
                                             or not called.isdisjoint(names))
 
     def _find_grad_targets(self, module: ModuleInfo | None = None) -> set[str]:
-        """Names of the functions this module hands to `jax.grad`-like transforms, read from its
-        `ast` outline (never from strings or comments): the function argument of a call of one
-        (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
+        """Names of the functions this module hands to `jax.grad`-like transforms (see
+        `_grad_target_positions`); also sets `grad_positions`, the positions each differentiates."""
+        self.grad_positions = self._grad_target_positions(module or self.entry)
+        return set(self.grad_positions)
+
+    def _grad_target_positions(self, module: ModuleInfo) -> dict[str, tuple[int, ...] | None]:
+        """The functions this module hands to `jax.grad`-like transforms, read from its `ast`
+        outline (never from strings or comments), each with the positions of the parameters the
+        transform differentiates (`argnums`, the first by default; None when not a literal or
+        not the same everywhere): the function argument of a call of one (`grad(f)`,
+        `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
         `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
         `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
         (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
-        module = module or self.entry
-        targets: set[str] = set()
+        targets: dict[str, tuple[int, ...] | None] = {}
         if GRAD_NAMES.isdisjoint(identifiers(module.outline, import_parts=True)):
             return targets  # a transform is always named by its last part, in the code or an import
+
+        def add(name: str, positions: tuple[int, ...] | None) -> None:
+            targets[name] = positions if targets.get(name, positions) == positions else None
+
         for node in module.outline_nodes(ast.Call, *FUNCTION_DEFS):
             if isinstance(node, ast.Call):
                 transform = self._grad_transform(node.func, module)
                 target = _differentiated(node, transform) if transform is not None else None
                 if target is not None:
-                    targets.add(target)
+                    add(target, written_argnums(node, transform))
             elif isinstance(node, FUNCTION_DEFS):
-                transforms = [self._grad_transform(decorator, module) for decorator in node.decorator_list]
-                if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
-                    targets.add(node.name)
+                for decorator in node.decorator_list:
+                    transform = self._grad_transform(decorator, module)
+                    if transform is not None and transform not in fw.GRAD_TRANSFORMS_OF_MODEL:
+                        add(node.name, written_argnums(decorator, transform))
         return targets
 
     def _grad_transform(self, func: ast.expr, module: ModuleInfo) -> str | None:
@@ -252,6 +265,8 @@ class EntryPoints:
         module = module or self.entry
         name = node.name.value
         is_grad_target = name in self.grad_targets
+        # JAX and MLX differentiate only the parameters at these positions: the others are constants
+        differentiated = self.grad_positions.get(name, (0,)) if is_grad_target else None
         frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
                       no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(module, name, cls is not None),
                       active=(id(node),), root=root or node)
@@ -262,12 +277,18 @@ class EntryPoints:
             if position == 0 and cls is not None and pname in ("self", "cls"):
                 frame.env[pname] = Instance(cls)
                 continue
-            if is_grad_target and position == 0:
+            if is_grad_target and position == 0 and (differentiated is None or 0 in differentiated):
                 frame.env[pname] = Model("policy", pname)
                 continue
-            frame.env[pname] = self.param_value(pname, param, frame)
+            value = self.param_value(pname, param, frame)
+            if differentiated is not None and position - (cls is not None) not in differentiated:
+                value = self.detach_value(value)  # a constant to the transform
+            elif differentiated is not None and not isinstance(value, (Model, Tensor)):
+                value = Model("policy", pname)  # differentiated parameters: the policy's weights
+            frame.env[pname] = value
         for param in params.kwonly_params:
-            frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
+            value = self.param_value(param.name.value, param, frame)
+            frame.env[param.name.value] = self.detach_value(value) if is_grad_target else value
         self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
         # calling an instance of a class named as a loss (`engine.set_loss_fn(StepLoss(cfg))`) runs its `__call__`
         loss_function = is_grad_target or roles.is_loss_function_name(name) or (

@@ -1,0 +1,61 @@
+"""Framework calls that hand back what they were given: wrappers of a network (distributed data
+parallel, sharding, compilation, training engines, `accelerator.prepare`) return that network,
+with its role, so a forward of the wrapper is a forward of the network; Ray's remote calls run
+the function they name and `ray.get` returns its result. All by qualified name, through the
+module's imports (`kllint.analysis.calls.library_call` asks here first).
+"""
+from __future__ import annotations
+
+from kllint.analysis.tensor_calls import argument
+from kllint.analysis.values import ModuleRef, Sequence, Unknown, Value
+
+# Calls that wrap one network and return it: qualified name -> (position, keyword) of the network.
+NETWORK_WRAPPERS: dict[str, tuple[int, str]] = {
+    "torch.compile": (0, "model"),
+    "torch.jit.script": (0, "obj"),
+    "torch.nn.DataParallel": (0, "module"),
+    "torch.nn.parallel.DataParallel": (0, "module"),
+    "torch.nn.parallel.DistributedDataParallel": (0, "module"),
+    "torch.nn.parallel.distributed.DistributedDataParallel": (0, "module"),
+    "torch.distributed.fsdp.FullyShardedDataParallel": (0, "module"),
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": (0, "module"),
+    "torch.distributed.fsdp.fully_shard": (0, "module"),
+    "torch.distributed._composable.fsdp.fully_shard": (0, "module"),
+    "torch.distributed._composable.fsdp.fully_shard.fully_shard": (0, "module"),
+    "deepspeed.init_inference": (0, "model"),
+    "accelerate.Accelerator.prepare_model": (0, "model"),
+    "accelerate.Accelerator.unwrap_model": (0, "model"),
+    "lightning.Fabric.setup_module": (0, "module"),
+    "lightning.fabric.Fabric.setup_module": (0, "module"),
+}
+# Calls that wrap each of their arguments and return them in order (one argument: itself).
+ARGUMENT_WRAPPERS = frozenset({"accelerate.Accelerator.prepare", "lightning.Fabric.setup",
+                               "lightning.fabric.Fabric.setup"})
+# Training engines built around a network: qualified name -> (position, keyword) of the network;
+# the call returns (engine, optimizer, data loader, learning-rate scheduler), the engine first.
+ENGINE_INITIALIZERS: dict[str, tuple[int, str]] = {"deepspeed.initialize": (1, "model")}
+# Library classes whose instances the analysis keeps by class, so that their methods are known by
+# qualified name (`accelerator.prepare` is `accelerate.Accelerator.prepare`).
+LIBRARY_OBJECTS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
+
+
+def wrapper_call(qualname: str, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """What a framework call that wraps a network (or builds an object whose methods do)
+    returns, by its qualified name; None for another call."""
+    if qualname in NETWORK_WRAPPERS:
+        network = argument(args, kwargs, *NETWORK_WRAPPERS[qualname])
+        return network if network is not None else Unknown(qualname)
+    if qualname in ARGUMENT_WRAPPERS:
+        if len(args) == 1 and not kwargs:
+            return args[0]
+        return Sequence(tuple(args)) if args else Unknown(qualname)
+    if qualname in ENGINE_INITIALIZERS:
+        network = argument(args, kwargs, *ENGINE_INITIALIZERS[qualname])
+        optimizer = argument(args, kwargs, 2, "optimizer")
+        return Sequence((network if network is not None else Unknown("engine"),
+                         optimizer if optimizer is not None else Unknown("optimizer"),
+                         Unknown("dataloader"), Unknown("lr_scheduler")))
+    if qualname in LIBRARY_OBJECTS:
+        return ModuleRef(qualname)  # an instance, known by its class: its methods are qualified through it
+    return None
+
