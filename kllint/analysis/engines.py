@@ -6,8 +6,10 @@ module's imports (`kllint.analysis.calls.library_call` asks here first).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kllint.analysis.tensor_calls import argument
-from kllint.analysis.values import ModuleRef, Sequence, Unknown, Value
+from kllint.analysis.values import ClassRef, FunctionRef, ModuleRef, Partial, Sequence, Unknown, Value
 
 # Calls that wrap one network and return it: qualified name -> (position, keyword) of the network.
 NETWORK_WRAPPERS: dict[str, tuple[int, str]] = {
@@ -39,6 +41,33 @@ ENGINE_INITIALIZERS: dict[str, tuple[int, str]] = {"deepspeed.initialize": (1, "
 LIBRARY_OBJECTS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
 
 
+# `ray.remote(f)`, `ray.remote(num_gpus=1)(f)`: the decorator (or call) hands back what it is given;
+# what makes the function remote is how it is then called, `f.remote(...)`.
+REMOTE_DECORATORS = frozenset({"ray.remote"})
+# Attributes of a remote function, actor class or actor method: `remote` runs it, `options(...)`
+# returns it with other resources.
+REMOTE_ATTRIBUTES = frozenset({"remote", "options"})
+
+
+@dataclass(frozen=True)
+class Returns:
+    """A callable whose call returns `value` whatever its arguments (`f.options(num_gpus=1)`)."""
+
+    value: Value
+
+
+def remote_attribute(base: Value, attr: str) -> Value | None:
+    """`f.remote` / `Actor.remote` / `actor.method.remote` of a function, class or method of the
+    project: the callable itself (calling it runs `f(...)`, builds the actor, runs the method; the
+    object reference it returns is what `ray.get` reads back). `f.options` gives a callable
+    returning the same. None for another attribute or value. A project function has no
+    attribute of its own by these names: reading one means Ray made it remote (decorated
+    `@ray.remote` or passed to `ray.remote(...)`, which return their argument here)."""
+    if attr not in REMOTE_ATTRIBUTES or not isinstance(base, (FunctionRef, ClassRef, Partial)):
+        return None
+    return base if attr == "remote" else Returns(base)
+
+
 def wrapper_call(qualname: str, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
     """What a framework call that wraps a network (or builds an object whose methods do)
     returns, by its qualified name; None for another call."""
@@ -55,6 +84,9 @@ def wrapper_call(qualname: str, args: list[Value], kwargs: dict[str, Value]) -> 
         return Sequence((network if network is not None else Unknown("engine"),
                          optimizer if optimizer is not None else Unknown("optimizer"),
                          Unknown("dataloader"), Unknown("lr_scheduler")))
+    if qualname in REMOTE_DECORATORS:
+        # `ray.remote(f)`: `f`, made remote; `ray.remote(num_gpus=1)`: the decorator, still awaiting `f`
+        return args[0] if len(args) == 1 and not kwargs else ModuleRef(qualname)
     if qualname in LIBRARY_OBJECTS:
         return ModuleRef(qualname)  # an instance, known by its class: its methods are qualified through it
     return None

@@ -18,6 +18,7 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
+from kllint.analysis.engines import remote_attribute
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -77,7 +78,13 @@ class Attributes:
             method = self.find_method(base, attr)
             if method is None and attr == "apply":
                 method = self.autograd_apply(base)
+            if method is None:
+                method = remote_attribute(base, attr)  # a Ray actor class: `Actor.remote(...)`
             return method if method is not None else Unknown(attr)
+        if isinstance(base, (FunctionRef, Partial)):
+            remote = remote_attribute(base, attr)  # a Ray remote function or actor method: `f.remote(...)`
+            if remote is not None:
+                return remote
         if isinstance(base, Super):
             found = self.super_method(base, attr)
             return self.call_function(found, [], {}, node, frame) if isinstance(found, FunctionRef) and is_property(found) else found
