@@ -16,7 +16,7 @@ from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.definitions import parameter_names
-from kllint.analysis.engines import Returns, wrapper_call
+from kllint.analysis.engines import FlaxApply, Returns, flax_apply, wrapper_call
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.grad_transforms import grad_call, grad_transform
@@ -50,6 +50,8 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         it.choosing_calls.add(id(node))  # a callee a run-time key picks: the caller's choice
         result = it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
         return keyed.under(result, (func.condition,))  # an instance made, a class returned: still chosen by the key
+    if isinstance(func, FlaxApply):
+        return flax_apply(it, func, args, kwargs, node, frame)
     if isinstance(func, Returns):
         return func.value  # `f.options(num_gpus=1)`: the same remote function
     if isinstance(func, Partial):

@@ -1,15 +1,21 @@
 """Framework calls that hand back what they were given: wrappers of a network (distributed data
 parallel, sharding, compilation, training engines, `accelerator.prepare`) return that network,
 with its role, so a forward of the wrapper is a forward of the network; Ray's remote calls run
-the function they name and `ray.get` returns its result. All by qualified name, through the
-module's imports (`kllint.analysis.calls.library_call` asks here first).
+the function they name and `ray.get` returns its result; a Flax module of the project run with
+`module.apply(variables, ...)` runs its `__call__` (or the method named). All by qualified name,
+through the module's imports (`kllint.analysis.calls.library_call` asks here first).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kllint.analysis.tensor_calls import argument
-from kllint.analysis.values import ClassRef, FunctionRef, ModuleRef, Partial, Sequence, Unknown, Value
+import libcst as cst
+
+from kllint.analysis.protocols import FrameLike, InterpreterLike
+from kllint.analysis.tensor_calls import argument, literal_value
+from kllint.analysis.values import (
+    ClassRef, FunctionRef, Instance, Literal, ModuleRef, Partial, Sequence, Unknown, Value, alternatives, join,
+)
 
 # Calls that wrap one network and return it: qualified name -> (position, keyword) of the network.
 NETWORK_WRAPPERS: dict[str, tuple[int, str]] = {
@@ -91,3 +97,46 @@ def wrapper_call(qualname: str, args: list[Value], kwargs: dict[str, Value]) -> 
         return ModuleRef(qualname)  # an instance, known by its class: its methods are qualified through it
     return None
 
+
+
+# Bases of Flax modules: `module.apply(variables, *args, method=...)` runs the module's code.
+FLAX_MODULES = frozenset({"flax.linen.Module", "flax.linen.module.Module", "flax.nnx.Module",
+                          "flax.experimental.nnx.Module", "flax.nnx.module.Module"})
+# keywords of `Module.apply` that are not arguments of the method it runs
+FLAX_APPLY_OPTIONS = ("rngs", "mutable", "capture_intermediates", "method")
+
+
+@dataclass(frozen=True)
+class FlaxApply:
+    """`module.apply` of an instance of a project Flax module (its class derives from one of
+    FLAX_MODULES), waiting for its call."""
+
+    instance: Instance
+
+
+def flax_apply(it: InterpreterLike, applied: FlaxApply, args: list[Value], kwargs: dict[str, Value],
+               node: cst.Call, frame: FrameLike) -> Value:
+    """`module.apply(variables, *args, method=None, mutable=False, ...)`: the module's `__call__`
+    (or the method `method` names, by string or as `Cls.method`) runs with the arguments after
+    the variables, `self` bound to the instance, whose fields hold what its constructor was
+    given (dataclass fields: `Objective(net=net, ref_net=ref_net)`). With `mutable` the call
+    returns (output, updated variables)."""
+    instance = applied.instance
+    method_value = kwargs.get("method")
+    methods = []
+    for option in alternatives(method_value) if method_value is not None else (Literal(None),):
+        name = literal_value(option)
+        if isinstance(option, FunctionRef):
+            methods.append(replace(option, bound_self=instance) if option.bound_self is not None else option)
+        elif name is None or isinstance(name, str):
+            found = it.find_method(instance.cls, name or "__call__")
+            if found is not None:
+                methods.append(replace(found, bound_self=instance) if isinstance(found.bound_self, Instance) else found)
+    passed = {key: value for key, value in kwargs.items() if key not in FLAX_APPLY_OPTIONS and key != "variables"}
+    positional = list(args[1:]) if args or "variables" not in kwargs else list(args)
+    results = [it.call_function(method, positional, passed, node, frame) for method in methods]
+    result = join(*results) if results else Unknown("apply")
+    mutable = literal_value(kwargs.get("mutable"))
+    if "mutable" in kwargs and mutable is not False:
+        return Sequence((result, Unknown("variables")))
+    return result

@@ -18,7 +18,7 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
-from kllint.analysis.engines import remote_attribute
+from kllint.analysis.engines import FLAX_MODULES, FlaxApply, remote_attribute
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -62,6 +62,8 @@ class Attributes:
                 if is_property(method):  # `self.beta` of a `@property`: the getter's value
                     return self.call_function(method, [], {}, node, frame)
                 return method
+            if attr == "apply" and self.derives_from(base.cls, FLAX_MODULES):
+                return FlaxApply(base)  # `module.apply(variables, x)` runs the module's `__call__`
             constructed = self.constructed_attribute(base, attr) if base.state else None
             if constructed is not None:
                 return constructed
