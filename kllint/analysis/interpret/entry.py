@@ -15,6 +15,7 @@ from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.grad_transforms import written_argnums
+from kllint.analysis.loss_forms import combines_kl_with_surrogate
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
 from kllint.analysis.module import ModuleInfo
@@ -300,7 +301,9 @@ class EntryPoints:
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
             first = option.items[0] if isinstance(option, Sequence) and option.items else option
-            if loss_function and isinstance(first, Tensor):
+            # a KL term combined with a policy-gradient surrogate is a loss whatever the function
+            # is called (whoever differentiates it, in the project or not); names come last
+            if isinstance(first, Tensor) and (loss_function or combines_kl_with_surrogate(self.algebra, first)):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
                                            SinkKind.LOSS_RETURN, name))
             elif sink_kind and not loss_function:
