@@ -16,7 +16,7 @@ from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.definitions import parameter_names
-from kllint.analysis.engines import FlaxApply, Returns, flax_apply, wrapper_call
+from kllint.analysis.engines import BACKWARD_METHODS, FlaxApply, Returns, flax_apply, wrapper_call
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
 from kllint.analysis.grad_transforms import grad_call, grad_transform
@@ -262,6 +262,9 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         return parameter.with_(vocab=True, kind="distribution") if isinstance(parameter, Tensor) else Unknown("distribution")
     if qualname.startswith("torch.distributions") and last == "kl_divergence" and len(args) >= 2:
         return analytic(it, args[0], args[1], node, frame)
+    if qualname in BACKWARD_METHODS and args:  # `self.manual_backward(loss)` of a LightningModule
+        it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, qualname.rsplit(".", 1)[-1])
+        return Unknown("backward")
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
         target = argument(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, SinkKind.AUTOGRAD, qualname)

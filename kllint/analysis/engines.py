@@ -14,7 +14,8 @@ import libcst as cst
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.tensor_calls import argument, literal_value
 from kllint.analysis.values import (
-    ClassRef, FunctionRef, Instance, Literal, ModuleRef, Partial, Sequence, Unknown, Value, alternatives, join,
+    ClassRef, FunctionRef, Instance, Literal, Mapping, ModuleRef, Partial, Sequence, Unknown, Value, alternatives,
+    join,
 )
 
 # Calls that wrap one network and return it: qualified name -> (position, keyword) of the network.
@@ -140,3 +141,52 @@ def flax_apply(it: InterpreterLike, applied: FlaxApply, args: list[Value], kwarg
     if "mutable" in kwargs and mutable is not False:
         return Sequence((result, Unknown("variables")))
     return result
+
+
+# Bases of PyTorch Lightning modules: the framework differentiates what `training_step` returns.
+LIGHTNING_MODULES = frozenset({
+    "lightning.LightningModule", "lightning.pytorch.LightningModule", "lightning.pytorch.core.LightningModule",
+    "lightning.pytorch.core.module.LightningModule", "pytorch_lightning.LightningModule",
+    "pytorch_lightning.core.LightningModule", "pytorch_lightning.core.module.LightningModule",
+})
+# Methods a project class inherits from a library base that the analysis models, by name: the
+# instance's attribute is the library method, known by qualified name (`Base.method`).
+INHERITED_METHODS = {"manual_backward": LIGHTNING_MODULES}
+# Library methods that backpropagate their first argument (besides any `.backward(loss)`).
+BACKWARD_METHODS = frozenset(f"{base}.manual_backward" for base in LIGHTNING_MODULES)
+
+
+def inherited_library_method(library_bases: list[str], attr: str) -> ModuleRef | None:
+    """`self.manual_backward` in a LightningModule: the library method `attr` of the first base
+    that defines it (INHERITED_METHODS), else None."""
+    owners = INHERITED_METHODS.get(attr, frozenset())
+    base = next((base for base in library_bases if base in owners), None)
+    return ModuleRef(f"{base}.{attr}") if base is not None else None
+
+
+# Packages whose `...Trainer` classes follow the transformers Trainer protocol: the training loop
+# differentiates what an overridden `compute_loss` returns (the loss, or `(loss, outputs)`).
+TRAINER_PACKAGES = ("transformers", "trl")
+
+
+def differentiated_by_framework(library_bases: list[str], method: str) -> bool:
+    """Whether a method of a class with these library bases (qualified names, through its
+    project bases) returns what the framework differentiates: a LightningModule's
+    `training_step`, a transformers (or TRL) Trainer's `compute_loss`."""
+    if method == "training_step":
+        return any(base in LIGHTNING_MODULES for base in library_bases)
+    if method == "compute_loss":
+        return any(base.split(".")[0] in TRAINER_PACKAGES and base.rsplit(".", 1)[-1].endswith("Trainer")
+                   for base in library_bases)
+    return False
+
+
+def returned_loss(value: Value) -> Value:
+    """The loss in what a training method returns: a tensor, the first of a tuple
+    (`(loss, outputs)`), the "loss" entry of a dict (Lightning's `{"loss": ..., "log": ...}`)."""
+    if isinstance(value, Sequence) and value.items:
+        return value.items[0]
+    if isinstance(value, Mapping):
+        found = value.get("loss")
+        return found if found is not None else Unknown("loss")
+    return value

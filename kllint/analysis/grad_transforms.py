@@ -11,16 +11,21 @@ parameters for `mlx.nn.value_and_grad(model, fn)`. Every other argument is a con
 from __future__ import annotations
 
 import ast
+from typing import Any, Callable
 
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis.facts import SinkKind
+from kllint.analysis.outline import FUNCTION_DEFS, identifiers
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.tensor_calls import literal_value
 from kllint.analysis.values import (
     ClassRef, FunctionRef, GradOf, Instance, Literal, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+
+GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRANSFORMS)  # grad, value_and_grad, ...
+GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
 
 
 def grad_transform(qualname: str, args: list[Value], kwargs: dict[str, Value]) -> GradOf:
@@ -121,3 +126,46 @@ def _literal_positions(node: ast.expr) -> tuple[int, ...] | None:
     if all(isinstance(i, ast.Constant) and isinstance(i.value, int) and not isinstance(i.value, bool) for i in items):
         return tuple(i.value for i in items)
     return None
+
+
+def differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
+    """The argument of a call of a grad-like transform that names the function differentiated:
+    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
+    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
+    position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
+    leading = call.args[:position + 1]
+    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
+        return call.args[position]
+    keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
+    return next((item.value for item in call.keywords if item.arg == keyword), None)
+
+
+def grad_target_positions(module: Any, transform_of: Callable[[ast.expr], str | None]) -> dict[str, tuple[int, ...] | None]:
+    """The functions a module hands to `jax.grad`-like transforms, read from its `ast` outline
+    (never from strings or comments), each with the positions of the parameters the transform
+    differentiates (`argnums`, the first by default; None when not a literal or not the same
+    everywhere): the function argument of a call of one (`grad(f)`, `value_and_grad(f,
+    has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`, `eqx.filter_grad`, the second argument
+    of `mlx.nn.value_and_grad(model, f)`, also `eqx.filter_value_and_grad(has_aux=True)(f)`) and
+    the definitions one decorates (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`).
+    `transform_of` gives the qualified name of the transform an expression is, awaiting its
+    function, else None."""
+    targets: dict[str, tuple[int, ...] | None] = {}
+    if GRAD_NAMES.isdisjoint(identifiers(module.outline, import_parts=True)):
+        return targets  # a transform is always named by its last part, in the code or an import
+
+    def add(name: str, positions: tuple[int, ...] | None) -> None:
+        targets[name] = positions if targets.get(name, positions) == positions else None
+
+    for node in module.outline_nodes(ast.Call, *FUNCTION_DEFS):
+        if isinstance(node, ast.Call):
+            transform = transform_of(node.func)
+            target = differentiated_argument(node, transform) if transform is not None else None
+            if isinstance(target, ast.Name):
+                add(target.id, written_argnums(node, transform))
+        elif isinstance(node, FUNCTION_DEFS):
+            for decorator in node.decorator_list:
+                transform = transform_of(decorator)
+                if transform is not None and transform not in fw.GRAD_TRANSFORMS_OF_MODEL:
+                    add(node.name, written_argnums(decorator, transform))
+    return targets

@@ -18,7 +18,9 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
-from kllint.analysis.engines import FLAX_MODULES, FlaxApply, remote_attribute
+from kllint.analysis.engines import (
+    FLAX_MODULES, INHERITED_METHODS, FlaxApply, inherited_library_method, remote_attribute,
+)
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -72,6 +74,9 @@ class Attributes:
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
+            inherited = inherited_library_method(self.library_bases(base.cls), attr) if attr in INHERITED_METHODS else None
+            if inherited is not None:
+                return inherited  # `self.manual_backward` of a LightningModule
             stored = self.stored_field(attr)
             if stored is not None:
                 return stored

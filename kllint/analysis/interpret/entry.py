@@ -12,9 +12,12 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
+from kllint.analysis.outline import dotted
+from kllint.analysis.engines import differentiated_by_framework, returned_loss
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
-from kllint.analysis.grad_transforms import written_argnums
+from kllint.analysis.grad_transforms import (
+    GRAD_ALIAS_ROOTS, GRAD_NAMES, differentiated_argument, grad_target_positions,
+)
 from kllint.analysis.loss_forms import combines_kl_with_surrogate
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
@@ -22,32 +25,9 @@ from kllint.analysis.module import ModuleInfo
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives,
 )
-
-GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRANSFORMS)  # grad, value_and_grad, ...
-GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
-
-
-def _differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
-    """The argument of a call of a grad-like transform that names the function differentiated:
-    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
-    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
-    position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
-    leading = call.args[:position + 1]
-    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
-        return call.args[position]
-    keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
-    return next((item.value for item in call.keywords if item.arg == keyword), None)
-
-
-def _differentiated(call: ast.Call, transform: str) -> str | None:
-    """The name of the function a call of a grad-like transform differentiates, when it is a
-    plain name."""
-    argument = _differentiated_argument(call, transform)
-    return argument.id if isinstance(argument, ast.Name) else None
-
 
 class EntryPoints:
     """Runs the module's entry points (a mixin of the interpreter)."""
@@ -210,33 +190,9 @@ class EntryPoints:
         return set(self.grad_positions)
 
     def _grad_target_positions(self, module: ModuleInfo) -> dict[str, tuple[int, ...] | None]:
-        """The functions this module hands to `jax.grad`-like transforms, read from its `ast`
-        outline (never from strings or comments), each with the positions of the parameters the
-        transform differentiates (`argnums`, the first by default; None when not a literal or
-        not the same everywhere): the function argument of a call of one (`grad(f)`,
-        `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
-        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
-        `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
-        (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
-        targets: dict[str, tuple[int, ...] | None] = {}
-        if GRAD_NAMES.isdisjoint(identifiers(module.outline, import_parts=True)):
-            return targets  # a transform is always named by its last part, in the code or an import
-
-        def add(name: str, positions: tuple[int, ...] | None) -> None:
-            targets[name] = positions if targets.get(name, positions) == positions else None
-
-        for node in module.outline_nodes(ast.Call, *FUNCTION_DEFS):
-            if isinstance(node, ast.Call):
-                transform = self._grad_transform(node.func, module)
-                target = _differentiated(node, transform) if transform is not None else None
-                if target is not None:
-                    add(target, written_argnums(node, transform))
-            elif isinstance(node, FUNCTION_DEFS):
-                for decorator in node.decorator_list:
-                    transform = self._grad_transform(decorator, module)
-                    if transform is not None and transform not in fw.GRAD_TRANSFORMS_OF_MODEL:
-                        add(node.name, written_argnums(decorator, transform))
-        return targets
+        """The functions this module hands to grad transforms, each with the positions it
+        differentiates (`kllint.analysis.grad_transforms.grad_target_positions`)."""
+        return grad_target_positions(module, lambda func: self._grad_transform(func, module))
 
     def _grad_transform(self, func: ast.expr, module: ModuleInfo) -> str | None:
         """The qualified name of the grad-like transform that `func` is, still awaiting the
@@ -249,7 +205,7 @@ class EntryPoints:
             inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
             transform = self._grad_transform(inner, module) if not rest else None
             if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
-                    or _differentiated_argument(func, transform, keyword_only=True) is not None):
+                    or differentiated_argument(func, transform, keyword_only=True) is not None):
                 return None
             return transform
         name = dotted(func)
@@ -292,7 +248,10 @@ class EntryPoints:
             frame.env[param.name.value] = self.detach_value(value) if is_grad_target else value
         self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
         # calling an instance of a class named as a loss (`engine.set_loss_fn(StepLoss(cfg))`) runs its `__call__`
-        loss_function = is_grad_target or roles.is_loss_function_name(name) or (
+        # a method whose result a framework differentiates (Lightning's `training_step`, a
+        # transformers Trainer's `compute_loss`), by the class's library bases
+        framework = cls is not None and differentiated_by_framework(self.library_bases(cls), name)
+        loss_function = is_grad_target or framework or roles.is_loss_function_name(name) or (
             name == "__call__" and cls is not None and roles.is_loss_function_name(cls.name))
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
@@ -300,7 +259,8 @@ class EntryPoints:
         anchor = self.anchor(node.name, frame)
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
-            first = option.items[0] if isinstance(option, Sequence) and option.items else option
+            first = returned_loss(option) if framework else (
+                option.items[0] if isinstance(option, Sequence) and option.items else option)
             # a KL term combined with a policy-gradient surrogate is a loss whatever the function
             # is called (whoever differentiates it, in the project or not); names come last
             if isinstance(first, Tensor) and (loss_function or combines_kl_with_surrogate(self.algebra, first)):
@@ -310,6 +270,17 @@ class EntryPoints:
                 for item in (option.items if isinstance(option, Sequence) else (option,)):
                     if isinstance(item, Tensor):
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
+
+    def library_bases(self, cls: ClassRef, seen: int = 0) -> list[str]:
+        """The qualified names of the library classes among the bases of `cls` and of its project
+        bases (up to five levels), each resolved through the imports of its defining module."""
+        found = []
+        for base in self.base_values(cls):
+            if isinstance(base, ModuleRef) and not base.qualname.startswith("project:"):
+                found.append(base.qualname)
+            elif isinstance(base, ClassRef) and seen < 4:
+                found.extend(self.library_bases(base, seen + 1))
+        return found
 
     def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
         """The last `return` statement the entry point executed."""
