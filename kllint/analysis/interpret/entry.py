@@ -13,7 +13,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
 from kllint.analysis.outline import dotted
-from kllint.analysis.engines import differentiated_by_framework, returned_loss
+from kllint.analysis.engines import LIBRARY_OBJECTS, differentiated_by_framework, returned_loss
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
 from kllint.analysis.grad_transforms import (
     GRAD_ALIAS_ROOTS, GRAD_NAMES, differentiated_argument, grad_target_positions,
@@ -21,7 +21,7 @@ from kllint.analysis.grad_transforms import (
 from kllint.analysis.loss_forms import combines_kl_with_surrogate
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
-from kllint.analysis.module import ModuleInfo
+from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
@@ -261,6 +261,9 @@ class EntryPoints:
         for option in (o for returned in frame.returns for o in alternatives(returned)):
             first = returned_loss(option) if framework else (
                 option.items[0] if isinstance(option, Sequence) and option.items else option)
+            if isinstance(first, Mapping):  # an output dict (`{"loss": ..., "kl": ...}`): its loss entry
+                first = next((v for _, v in first.items if isinstance(v, Tensor)
+                              and combines_kl_with_surrogate(self.algebra, v)), first)
             # a KL term combined with a policy-gradient surrogate is a loss whatever the function
             # is called (whoever differentiates it, in the project or not); names come last
             if isinstance(first, Tensor) and (loss_function or combines_kl_with_surrogate(self.algebra, first)):
@@ -302,6 +305,9 @@ class EntryPoints:
             configured = self.annotated_configuration(frame.root, name, frame.module)
             if configured is not None:
                 return configured  # `cfg: TrainConfig`, a configuration class of the project
+            annotation = dotted_name(param.annotation.annotation)
+            if annotation and self.qualify(annotation, frame.module) in LIBRARY_OBJECTS:
+                return ModuleRef(self.qualify(annotation, frame.module))  # `accelerator: Accelerator`
         return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
