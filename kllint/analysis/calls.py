@@ -16,8 +16,10 @@ from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.definitions import parameter_names
+from kllint.analysis.engines import BACKWARD_METHODS, FlaxApply, Returns, flax_apply, wrapper_call
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
+from kllint.analysis.grad_transforms import grad_call, grad_transform
 from kllint.analysis.module import dotted_name
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LP, LPD, REF
@@ -48,6 +50,10 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
         it.choosing_calls.add(id(node))  # a callee a run-time key picks: the caller's choice
         result = it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
         return keyed.under(result, (func.condition,))  # an instance made, a class returned: still chosen by the key
+    if isinstance(func, FlaxApply):
+        return flax_apply(it, func, args, kwargs, node, frame)
+    if isinstance(func, Returns):
+        return func.value  # `f.options(num_gpus=1)`: the same remote function
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
@@ -215,34 +221,15 @@ def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:
     return model.frozen
 
 
-def grad_call(it: InterpreterLike, grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-              frame: FrameLike) -> Value:
-    """Calling `jax.grad(f)`: `f`'s result (its first element with has_aux) is differentiated with
-    respect to its first argument, which carries the policy's parameters."""
-    results = []
-    for function in alternatives(grad.function):
-        if not isinstance(function, FunctionRef):
-            continue
-        bound = [Model("policy", "params")] + list(args[1:])
-        result = it.call_function(function, bound, kwargs, node, frame)
-        for option in alternatives(result):
-            first = option.items[0] if isinstance(option, Sequence) and option.items and grad.has_aux else option
-            if isinstance(first, Sequence) and first.items:
-                first = first.items[0]
-            results.append(first)
-    it.loss_sink(join(*results) if results else Unknown(), node, frame, SinkKind.GRAD_TRANSFORM, grad.transform)
-    return Unknown("gradients")
-
-
 def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
                  frame: FrameLike) -> Value:
     """A call of a library function by its qualified name (`torch.nn.functional.kl_div`)."""
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
-        has_aux = bool(literal_value(kwargs.get("has_aux")))
-        position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
-        function = args[position] if len(args) > position else Unknown()
-        return GradOf(function, has_aux or "value_and_grad" in last, qualname)
+        return grad_transform(qualname, args, kwargs)
+    wrapped = wrapper_call(qualname, args, kwargs)
+    if wrapped is not None:
+        return wrapped
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = argument(args, kwargs, 4, "reduction")
         log_target = argument(args, kwargs, 5, "log_target")
@@ -275,6 +262,9 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         return parameter.with_(vocab=True, kind="distribution") if isinstance(parameter, Tensor) else Unknown("distribution")
     if qualname.startswith("torch.distributions") and last == "kl_divergence" and len(args) >= 2:
         return analytic(it, args[0], args[1], node, frame)
+    if qualname in BACKWARD_METHODS and args:  # `self.manual_backward(loss)` of a LightningModule
+        it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, qualname.rsplit(".", 1)[-1])
+        return Unknown("backward")
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
         target = argument(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, SinkKind.AUTOGRAD, qualname)

@@ -49,6 +49,7 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.call_share = 0  # steps one followed call may spend (0: no limit but the entry point's)
         self.over_budget: set[int] = set()  # definitions whose call spent its share in this entry point
         self.grad_targets: set[str] = set()
+        self.grad_positions: dict[str, tuple[int, ...] | None] = {}  # the parameters each differentiates
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
         self._open_aliases: set = set()  # aliases, module instances and constructor stores being resolved

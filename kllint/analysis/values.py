@@ -292,6 +292,7 @@ class GradOf:
     function: Any
     has_aux: bool = False
     transform: str = field(default="jax.grad", compare=False, hash=False)  # its qualified name
+    argnums: tuple[int, ...] | None = (0,)  # the differentiated positions (None: not known, any)
 
 
 @dataclass(frozen=True)

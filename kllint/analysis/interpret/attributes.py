@@ -18,6 +18,9 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
+from kllint.analysis.engines import (
+    FLAX_MODULES, INHERITED_METHODS, FlaxApply, inherited_library_method, remote_attribute,
+)
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
@@ -61,6 +64,8 @@ class Attributes:
                 if is_property(method):  # `self.beta` of a `@property`: the getter's value
                     return self.call_function(method, [], {}, node, frame)
                 return method
+            if attr == "apply" and self.derives_from(base.cls, FLAX_MODULES):
+                return FlaxApply(base)  # `module.apply(variables, x)` runs the module's `__call__`
             constructed = self.constructed_attribute(base, attr) if base.state else None
             if constructed is not None:
                 return constructed
@@ -69,6 +74,9 @@ class Attributes:
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
+            inherited = inherited_library_method(self.library_bases(base.cls), attr) if attr in INHERITED_METHODS else None
+            if inherited is not None:
+                return inherited  # `self.manual_backward` of a LightningModule
             stored = self.stored_field(attr)
             if stored is not None:
                 return stored
@@ -77,7 +85,13 @@ class Attributes:
             method = self.find_method(base, attr)
             if method is None and attr == "apply":
                 method = self.autograd_apply(base)
+            if method is None:
+                method = remote_attribute(base, attr)  # a Ray actor class: `Actor.remote(...)`
             return method if method is not None else Unknown(attr)
+        if isinstance(base, (FunctionRef, Partial)):
+            remote = remote_attribute(base, attr)  # a Ray remote function or actor method: `f.remote(...)`
+            if remote is not None:
+                return remote
         if isinstance(base, Super):
             found = self.super_method(base, attr)
             return self.call_function(found, [], {}, node, frame) if isinstance(found, FunctionRef) and is_property(found) else found

@@ -12,8 +12,13 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
+from kllint.analysis.outline import dotted
+from kllint.analysis.engines import LIBRARY_OBJECTS, differentiated_by_framework, returned_loss
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
+from kllint.analysis.grad_transforms import (
+    GRAD_ALIAS_ROOTS, GRAD_NAMES, differentiated_argument, grad_target_positions,
+)
+from kllint.analysis.loss_forms import combines_kl_with_surrogate
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
 from kllint.analysis.module import ModuleInfo, dotted_name
@@ -21,32 +26,9 @@ from kllint.analysis.relevance import definitions, entry_units, names_kl_or_refe
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives,
 )
-
-GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRANSFORMS)  # grad, value_and_grad, ...
-GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
-
-
-def _differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
-    """The argument of a call of a grad-like transform that names the function differentiated:
-    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
-    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
-    position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
-    leading = call.args[:position + 1]
-    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
-        return call.args[position]
-    keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
-    return next((item.value for item in call.keywords if item.arg == keyword), None)
-
-
-def _differentiated(call: ast.Call, transform: str) -> str | None:
-    """The name of the function a call of a grad-like transform differentiates, when it is a
-    plain name."""
-    argument = _differentiated_argument(call, transform)
-    return argument.id if isinstance(argument, ast.Name) else None
-
 
 class EntryPoints:
     """Runs the module's entry points (a mixin of the interpreter)."""
@@ -160,27 +142,15 @@ class EntryPoints:
                                             or not called.isdisjoint(names))
 
     def _find_grad_targets(self, module: ModuleInfo | None = None) -> set[str]:
-        """Names of the functions this module hands to `jax.grad`-like transforms, read from its
-        `ast` outline (never from strings or comments): the function argument of a call of one
-        (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
-        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
-        `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
-        (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
-        module = module or self.entry
-        targets: set[str] = set()
-        if GRAD_NAMES.isdisjoint(identifiers(module.outline, import_parts=True)):
-            return targets  # a transform is always named by its last part, in the code or an import
-        for node in module.outline_nodes(ast.Call, *FUNCTION_DEFS):
-            if isinstance(node, ast.Call):
-                transform = self._grad_transform(node.func, module)
-                target = _differentiated(node, transform) if transform is not None else None
-                if target is not None:
-                    targets.add(target)
-            elif isinstance(node, FUNCTION_DEFS):
-                transforms = [self._grad_transform(decorator, module) for decorator in node.decorator_list]
-                if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
-                    targets.add(node.name)
-        return targets
+        """Names of the functions this module hands to `jax.grad`-like transforms (see
+        `_grad_target_positions`); also sets `grad_positions`, the positions each differentiates."""
+        self.grad_positions = self._grad_target_positions(module or self.entry)
+        return set(self.grad_positions)
+
+    def _grad_target_positions(self, module: ModuleInfo) -> dict[str, tuple[int, ...] | None]:
+        """The functions this module hands to grad transforms, each with the positions it
+        differentiates (`kllint.analysis.grad_transforms.grad_target_positions`)."""
+        return grad_target_positions(module, lambda func: self._grad_transform(func, module))
 
     def _grad_transform(self, func: ast.expr, module: ModuleInfo) -> str | None:
         """The qualified name of the grad-like transform that `func` is, still awaiting the
@@ -193,7 +163,7 @@ class EntryPoints:
             inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
             transform = self._grad_transform(inner, module) if not rest else None
             if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
-                    or _differentiated_argument(func, transform, keyword_only=True) is not None):
+                    or differentiated_argument(func, transform, keyword_only=True) is not None):
                 return None
             return transform
         name = dotted(func)
@@ -210,6 +180,8 @@ class EntryPoints:
         module = module or self.entry
         name = node.name.value
         is_grad_target = name in self.grad_targets
+        # JAX and MLX differentiate only the parameters at these positions: the others are constants
+        differentiated = self.grad_positions.get(name, (0,)) if is_grad_target else None
         frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
                       no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(module, name, cls is not None),
                       active=(id(node),), root=root or node)
@@ -220,15 +192,24 @@ class EntryPoints:
             if position == 0 and cls is not None and pname in ("self", "cls"):
                 frame.env[pname] = Instance(cls)
                 continue
-            if is_grad_target and position == 0:
+            if is_grad_target and position == 0 and (differentiated is None or 0 in differentiated):
                 frame.env[pname] = Model("policy", pname)
                 continue
-            frame.env[pname] = self.param_value(pname, param, frame)
+            value = self.param_value(pname, param, frame)
+            if differentiated is not None and position - (cls is not None) not in differentiated:
+                value = self.detach_value(value)  # a constant to the transform
+            elif differentiated is not None and not isinstance(value, (Model, Tensor)):
+                value = Model("policy", pname)  # differentiated parameters: the policy's weights
+            frame.env[pname] = value
         for param in params.kwonly_params:
-            frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
+            value = self.param_value(param.name.value, param, frame)
+            frame.env[param.name.value] = self.detach_value(value) if is_grad_target else value
         self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
         # calling an instance of a class named as a loss (`engine.set_loss_fn(StepLoss(cfg))`) runs its `__call__`
-        loss_function = is_grad_target or roles.is_loss_function_name(name) or (
+        # a method whose result a framework differentiates (Lightning's `training_step`, a
+        # transformers Trainer's `compute_loss`), by the class's library bases
+        framework = cls is not None and differentiated_by_framework(self.library_bases(cls), name)
+        loss_function = is_grad_target or framework or roles.is_loss_function_name(name) or (
             name == "__call__" and cls is not None and roles.is_loss_function_name(cls.name))
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
@@ -236,14 +217,31 @@ class EntryPoints:
         anchor = self.anchor(node.name, frame)
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
-            first = option.items[0] if isinstance(option, Sequence) and option.items else option
-            if loss_function and isinstance(first, Tensor):
+            first = returned_loss(option) if framework else (
+                option.items[0] if isinstance(option, Sequence) and option.items else option)
+            if isinstance(first, Mapping):  # an output dict (`{"loss": ..., "kl": ...}`): its loss entry
+                first = next((v for _, v in first.items if isinstance(v, Tensor)
+                              and combines_kl_with_surrogate(self.algebra, v)), first)
+            # a KL term combined with a policy-gradient surrogate is a loss whatever the function
+            # is called (whoever differentiates it, in the project or not); names come last
+            if isinstance(first, Tensor) and (loss_function or combines_kl_with_surrogate(self.algebra, first)):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
                                            SinkKind.LOSS_RETURN, name))
             elif sink_kind and not loss_function:
                 for item in (option.items if isinstance(option, Sequence) else (option,)):
                     if isinstance(item, Tensor):
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
+
+    def library_bases(self, cls: ClassRef, seen: int = 0) -> list[str]:
+        """The qualified names of the library classes among the bases of `cls` and of its project
+        bases (up to five levels), each resolved through the imports of its defining module."""
+        found = []
+        for base in self.base_values(cls):
+            if isinstance(base, ModuleRef) and not base.qualname.startswith("project:"):
+                found.append(base.qualname)
+            elif isinstance(base, ClassRef) and seen < 4:
+                found.extend(self.library_bases(base, seen + 1))
+        return found
 
     def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
         """The last `return` statement the entry point executed."""
@@ -265,6 +263,9 @@ class EntryPoints:
             configured = self.annotated_configuration(frame.root, name, frame.module)
             if configured is not None:
                 return configured  # `cfg: TrainConfig`, a configuration class of the project
+            annotation = dotted_name(param.annotation.annotation)
+            if annotation and self.qualify(annotation, frame.module) in LIBRARY_OBJECTS:
+                return ModuleRef(self.qualify(annotation, frame.module))  # `accelerator: Accelerator`
         return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
