@@ -17,8 +17,8 @@ from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
-    alternatives, join,
+    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Partial, Sequence, Tensor, Unknown,
+    Value, alternatives, join,
 )
 
 MAX_DEPTH = 5
@@ -93,10 +93,33 @@ class Calls:
         if kwargs and _builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
+        default = self._live_default(node, func, args, kwargs)
+        if default is not None:
+            key = args[0] if args and isinstance(args[0], Literal) and isinstance(args[0].value, str) else None
+            if key is None or self.fields.read(KEY_FIELD + key.value) is None:
+                return default
         options = []
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))
-        return join(*options)
+        return join(*options, default) if default is not None else join(*options)
+
+    def _live_default(self, node: cst.Call, func: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+        """The default of a mapping read `d.get(key, default)` / `d.pop(key, default)` when it
+        carries log-probs, a KL or a network. The read may return it, and what the key holds is
+        a stand-in for it: the default is what dataflow knows of the value, the key only names
+        it. So, with no writer of the key in sight, the read is the default
+        (`data.get("logprobs_unfiltered", logprobs)` is the live log-probs); with one, either.
+        A method of a project class called `get` is followed instead."""
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop")):
+            return None
+        if any(isinstance(option, (FunctionRef, Partial)) for option in alternatives(func)):
+            return None
+        default = args[1] if len(args) > 1 else kwargs.get("default")
+        if default is None:
+            return None
+        carrying = [option for option in alternatives(default) if isinstance(option, Model)
+                    or (isinstance(option, Tensor) and self.algebra.has_roles(option.expr))]
+        return join(*carrying) if carrying else None
 
     def call_arguments(self, node: cst.Call, frame: Frame) -> tuple[list[Value], dict[str, Value]]:
         """The positional and keyword values of a call. `**d` of a dict the analysis built (literal
