@@ -116,13 +116,17 @@ class Attributes:
         if isinstance(base, ConfigValue):
             default = base.default
             source = dotted_name(node) or (f"{base.source}.{attr}" if base.source else attr)
-            if isinstance(default, Mapping):
+            if isinstance(default, Mapping) and default.get(attr) is not None:
                 inner = default.get(attr)
                 return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner, source)
+            field = self.tensor_field(attr, base.name, node, frame)
+            if field is not None:
+                return field
             return ConfigValue(attr, source=source)
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
-                return ConfigValue(attr, source=dotted_name(node) or attr)
+                field = self.tensor_field(attr, base.name, node, frame)
+                return field if field is not None else ConfigValue(attr, source=dotted_name(node) or attr)
             stored = self.stored_field(attr)
             return stored if stored is not None else _Attr(base.name, attr)
         if isinstance(base, _Attr):
@@ -130,6 +134,18 @@ class Attributes:
             if stored is not None:
                 return stored
         return Unknown(attr)
+
+    def tensor_field(self, field: str, owner: str, node: cst.CSTNode, frame: Frame) -> Tensor | None:
+        """A field of a container named as configuration (`step_kwargs.ref_logprobs`,
+        `cfg["attention_mask"]`) whose own name makes it a tensor (`roles.names_a_tensor_field`):
+        a container's fields take their roles from what they hold and their own names, never
+        from the container's name. Read like a batch's field: stored, without gradient, unless
+        the container is named as a forward's output. None for any other field (a setting)."""
+        if not roles.names_a_tensor_field(field):
+            return None
+        value = self.value_from_name(field, self.anchor(node, frame), frame,
+                                     detached_source=not roles.is_output_name(owner or ""))
+        return value if isinstance(value, Tensor) else None
 
     def stored_field(self, attr: str) -> Value | None:
         """What the analysed code stored under the attribute `attr` of some object, for a read on
@@ -277,7 +293,8 @@ class Attributes:
         if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
             owner = base.name if isinstance(base, Unknown) else base.attr
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
-                return ConfigValue(key.value, source=frame.module.source(node).strip())
+                field = self.tensor_field(key.value, owner or "", node, frame)
+                return field if field is not None else ConfigValue(key.value, source=frame.module.source(node).strip())
             stored = self.fields.read(KEY_FIELD + key.value)
             if stored is not None:
                 return stored  # stored under this key by the code analysed
