@@ -22,7 +22,7 @@ from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
     ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
-    Sequence, Tensor, Unknown, Value, alternatives, join,
+    Sequence, Tensor, Unknown, Value, alternatives, join, read_keys,
 )
 
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
@@ -226,9 +226,13 @@ class Attributes:
         key: Value = Unknown()
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             key = self.eval(node.slice[0].slice.value, frame)
+        keys = read_keys(key)  # a key chosen at run time: each literal choice, a pattern by its text
         options = []
         for option in alternatives(base):
-            options.append(self.subscript(option, key, node, frame))
+            if keys is None or isinstance(option, (Mapping, Sequence, ConfigValue, Keyed)):
+                options.append(self.subscript(option, key, node, frame))
+            else:
+                options.extend(self.subscript(option, each, node, frame) for each in keys)
         return join(*options)
 
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:

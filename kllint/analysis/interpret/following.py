@@ -18,7 +18,7 @@ from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
     Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Partial, Sequence, Tensor, Unknown,
-    Value, alternatives, join,
+    Value, alternatives, join, read_keys,
 )
 
 MAX_DEPTH = 5
@@ -93,6 +93,11 @@ class Calls:
         if kwargs and _builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
+        keys = read_keys(args[0]) if args and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+            "get", "pop") and not any(isinstance(o, (FunctionRef, Partial)) for o in alternatives(func)) else None
+        if keys is not None:  # `batch.get(key)` with a key made at run time: each literal choice, a pattern by its text
+            return join(*(self.call(option, [key] + args[1:], kwargs, node, frame)
+                          for key in keys for option in alternatives(func)))
         default = self._live_default(node, func, args, kwargs)
         if default is not None:
             key = args[0] if args and isinstance(args[0], Literal) and isinstance(args[0].value, str) else None
