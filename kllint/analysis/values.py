@@ -317,6 +317,16 @@ class GradOf:
 
 
 @dataclass(frozen=True)
+class Context:
+    """A context manager that changes how the code inside its `with` runs, made where it is
+    called and possibly held in a variable or chosen by a conditional expression
+    (`ctx = torch.inference_mode() if ref else nullcontext()`): `no_grad` (gradient tracking
+    off), `grad` (on), `adapters_off` (a LoRA policy's adapters disabled), `null` (nothing)."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
 class Unknown:
     """Nothing is known (not a tensor we can reason about)."""
 

@@ -9,6 +9,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import calls
+from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
@@ -58,6 +59,9 @@ class Calls:
             return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args, kwargs = self.call_arguments(node, frame)
+        context = context_made(node, func, args, kwargs)
+        if context is not None:
+            return context
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
