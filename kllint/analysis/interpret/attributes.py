@@ -19,7 +19,8 @@ from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
 from kllint.analysis.module import dotted_name
-from kllint.analysis.symbolic import LP
+from kllint.analysis.liveness import canonical, live_reads
+from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import (
     ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join, read_keys,
@@ -101,7 +102,7 @@ class Attributes:
                 return stored
             named = (self.role_from_name(attr, detached_source=not roles.is_output_name(stem(base.expr)))
                      if not roles.is_backbone_attribute(attr) else None)
-            return named if named is not None else _Attr(stem(base.expr), attr)
+            return self.live_read(named, node, frame) if named is not None else _Attr(stem(base.expr), attr)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
@@ -145,7 +146,19 @@ class Attributes:
             return None
         value = self.value_from_name(field, self.anchor(node, frame), frame,
                                      detached_source=not roles.is_output_name(owner or ""))
-        return value if isinstance(value, Tensor) else None
+        return self.live_read(value, node, frame) if isinstance(value, Tensor) else None
+
+    def live_read(self, value: Value, node: cst.CSTNode, frame: Frame) -> Value:
+        """A container read whose policy role comes from its name (stored log-probs, without
+        gradient) read as live when the running function's own code treats it so: detaches it
+        explicitly or takes it in an importance ratio (`kllint.analysis.liveness`). Its gradient
+        stays `assumed` (a name gave the role)."""
+        if not (isinstance(value, Tensor) and value.expr == LPD) or frame.root is None:
+            return value
+        spelled = canonical(node)
+        if spelled is None or spelled not in live_reads(frame.root):
+            return value
+        return value.with_(expr=LP, assumed=True)
 
     def stored_field(self, attr: str) -> Value | None:
         """What the analysed code stored under the attribute `attr` of some object, for a read on
@@ -270,7 +283,7 @@ class Attributes:
             keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
                                          detached_source=not roles.is_output_name(stem(base.expr)))
             if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
-                return keyed
+                return self.live_read(keyed, node, frame)
         if base.kind == "vocab_max" and isinstance(key, Literal) and key.value == 1:
             return self.algebra.opaque("indices")  # `(values, indices)` of `x.max(-1)`
         return base
@@ -303,8 +316,9 @@ class Attributes:
             if stored is not None:
                 return stored  # stored under this key by the code analysed
             # batch / inputs dictionaries: tensors named by their key, without gradient
-            return self.value_from_name(key.value, self.anchor(node, frame), frame,
-                                        detached_source=not roles.is_output_name(owner or ""))
+            return self.live_read(self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                                       detached_source=not roles.is_output_name(owner or "")),
+                                  node, frame)
         return Unknown()
 
     def keyed_entries(self, mapping: Mapping, key: Value, key_node: cst.BaseExpression | None) -> Value:

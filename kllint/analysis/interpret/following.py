@@ -110,6 +110,10 @@ class Calls:
         options = []
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))
+        if (default is None and args and isinstance(args[0], Literal) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("get", "pop") and isinstance(args[0].value, str)
+                and self.fields.read(KEY_FIELD + args[0].value) is None):
+            return self.live_read(join(*options), node, frame)  # `inputs.get("logps")` the code treats as live
         return join(*options, default) if default is not None else join(*options)
 
     def _live_default(self, node: cst.Call, func: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
