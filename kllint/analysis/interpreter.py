@@ -60,3 +60,5 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
         self.pairing_calls: set[int] = set()  # ... whose arguments pair the policy's log-probs with the reference's
         self.choosing_calls: set[int] = set()  # calls whose callee the receiver's class or a run-time key picks
+        self.forwards: dict[str, set[bool]] = {}  # network name -> whether its forwards ran with gradient tracking on
+        self.reference_networks: dict[str, str] = {}  # networks that are the reference by dataflow -> the evidence

@@ -55,8 +55,39 @@ class EntryPoints:
         token = KL_CONTENT.set(self.algebra.kl_symbols)
         try:
             self._run()
+            found = self.references_by_dataflow()
+            if found:
+                # run again from scratch, the networks found being the reference from the start
+                type(self).__init__(self, self.entry, self.index, self.vocab)
+                self.reference_networks = found
+                KL_CONTENT.set(self.algebra.kl_symbols)
+                self._run()
         finally:
             KL_CONTENT.reset(token)
+
+    # ------------------------------------------------------------------ reference by dataflow
+    def forwarded_network(self, model: Model, frame: Frame) -> Model:
+        """A network about to run its forward: its mode is noted (`references_by_dataflow`),
+        and one found to be the reference by dataflow is the reference."""
+        if model.role != "policy" or not model.name or frame.adapters_off:
+            return model
+        self.forwards.setdefault(model.name, set()).add(not frame.no_grad)
+        if model.name in self.reference_networks:
+            return Model("reference", model.name, frozen=True)
+        return model
+
+    def references_by_dataflow(self) -> dict[str, str]:
+        """The networks that are the reference by what the code does with them, whatever their
+        names (design.md, item 3): a network other than one forwarded with gradient tracking on
+        (the trained network, whose log-probs carry the gradient), forwarded only with it off
+        (`anchor_model` run only under no_grad beside `model`), each with its evidence. None
+        when no network runs with gradient, or every network does."""
+        trained = sorted(name for name, modes in self.forwards.items() if True in modes)
+        if not trained:
+            return {}
+        beside = ", ".join(f"`{name}`" for name in trained[:3]) + (", ..." if len(trained) > 3 else "")
+        return {name: f"forward of `{name}` only with gradient tracking off, beside {beside} with it on"
+                for name, modes in self.forwards.items() if modes == {False}}
 
     def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
@@ -146,7 +177,7 @@ class EntryPoints:
     def _names_kl_or_reference(self, used: set[str]) -> bool:
         """Whether names of a definition (or statement) name a KL or the reference, directly, by
         the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.pipeline.prefilter import names_matter
+        from kllint.pipeline.prefilter import forwards_without_grad, names_matter
 
         imports, constants = self.entry.imports, self.entry.constants
         seen = set(used)
@@ -154,7 +185,8 @@ class EntryPoints:
         for name in used:
             if name in constants:
                 seen.update(constants.identifiers(name))
-        return names_matter(seen, self.vocab)
+        return names_matter(seen, self.vocab) or forwards_without_grad(
+            seen, identifiers(self.entry.outline, import_parts=True))
 
     def _guarded(self, action, function: str, node: cst.CSTNode | None, module: ModuleInfo | None = None) -> None:
         """Run one entry point. One that runs out of steps is run again with a share of the budget

@@ -400,7 +400,9 @@ def _signature_of(values: list[Value]) -> tuple | None:
         elif isinstance(value, ConfigValue):
             parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
         elif isinstance(value, Model):
-            parts.append(("model", value.role))
+            # by name too: a network's forwards decide whether it is the reference by dataflow
+            # (`EntryPoints.references_by_dataflow`), so two networks are never one memo entry
+            parts.append(("model", value.role, value.name, value.frozen))
         elif isinstance(value, Instance):
             parts.append(("instance", id(value.cls.node), value.state))
         elif isinstance(value, (Mapping, Sequence)):
