@@ -131,12 +131,6 @@ class _Evidence(cst.CSTVisitor):
             if spelled is not None:
                 self.aliases.setdefault(node.targets[0].target.value, set()).add(spelled)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested definition has its own evidence
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
     def closed(self, reads: set[str]) -> set[str]:
         """`reads` with the reads the local names among them are bound to."""
         found = set(reads)
@@ -151,10 +145,12 @@ class _Evidence(cst.CSTVisitor):
 
 @lru_cache(maxsize=512)
 def live_reads(function: cst.CSTNode) -> frozenset[str]:
-    """The reads `function`'s own code treats as carrying gradient (see the module docstring),
+    """The reads `function`'s code treats as carrying gradient (see the module docstring),
     closed over its simple local aliases: detached explicitly, or the numerator of an
     importance ratio, and never the denominator of one (the sampling policy's stored
-    log-probs, detached in the same code only defensively)."""
+    log-probs, detached in the same code only defensively). Nested definitions count with
+    the function that holds them: a nested function runs with the root of its outermost
+    definition (`Frame.root`)."""
     visitor = _Evidence()
     body = function.body if isinstance(function, (cst.FunctionDef, cst.Lambda)) else function
     body.visit(visitor)

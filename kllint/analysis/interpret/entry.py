@@ -163,9 +163,16 @@ class EntryPoints:
         `kllint.pipeline.prefilter.names_kl_or_reference` reads them; its docstring and comments
         do not count), or one that calls such a definition of this module by name (`calls`: the
         names each definition calls, `f(...)` or `self.f(...)`; its caller may hold the loss or
-        reward sink), to a fixpoint. Other definitions are only followed as helpers.
+        reward sink), to a fixpoint; in a module with such a definition, also one that calls
+        `backward` (where a loss ends, whatever its variables are called). Other definitions are
+        only followed as helpers.
         """
         chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
+        if chosen:
+            # where a loss ends (`loss.backward()`, `backward(loss)`) whatever its variables are
+            # called: in a module that holds a KL or the reference, the definitions that
+            # differentiate are entry points too (their losses may read what others stored)
+            chosen |= {key for key, made in calls.items() if "backward" in made}
         while True:
             called = {name for _, name in chosen}
             added = {key for key, made in calls.items() if key not in chosen and not made.isdisjoint(called)}

@@ -8,7 +8,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from kllint.analysis import calls
+from kllint.analysis import calls, roles
 from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
@@ -110,11 +110,28 @@ class Calls:
         options = []
         for option in alternatives(func):
             options.append(self.call(option, args, kwargs, node, frame))
+        named = self._named_result(node, options, frame)
+        if named is not None:
+            return named
         if (default is None and args and isinstance(args[0], Literal) and isinstance(node.func, cst.Attribute)
                 and node.func.attr.value in ("get", "pop") and isinstance(args[0].value, str)
                 and self.fields.read(KEY_FIELD + args[0].value) is None):
             return self.live_read(join(*options), node, frame)  # `inputs.get("logps")` the code treats as live
         return join(*options, default) if default is not None else join(*options)
+
+    def _named_result(self, node: cst.Call, results: list[Value], frame: Frame) -> Value | None:
+        """The result of a call about which dataflow says nothing (an opaque or unknown value:
+        a project helper whose body calls a server, a method of an unknown object) named for
+        log-probs by its callee (`server.get_reference_logps(ids)`): the role the callee's name
+        gives (names last: the callee's name, not a local's), without gradient under no_grad;
+        None otherwise."""
+        if not all(_plain(option) for result in results for option in alternatives(result)):
+            return None
+        callee = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        if not callee or roles.logprob_role(callee) is None or roles.is_logits_name(callee):
+            return None
+        named = self.role_from_name(callee, detached_source=frame.no_grad)
+        return named if isinstance(named, Tensor) else None
 
     def _live_default(self, node: cst.Call, func: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
         """The default of a mapping read `d.get(key, default)` / `d.pop(key, default)` when it
