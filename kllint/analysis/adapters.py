@@ -8,14 +8,25 @@ log-probs: `Frame.adapters_off` carries that, and `kllint.analysis.calls.forward
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import libcst as cst
 
-from kllint.analysis.values import Context, Literal, ModuleRef, alternatives
+from kllint.analysis.values import Literal, ModuleRef, alternatives
 
 ADAPTER_OFF_METHODS = frozenset({"disable_adapter"})
+
+
+@dataclass(frozen=True)
+class Context:
+    """A context manager that changes how the code inside its `with` runs, made where it is
+    called and possibly held in a variable or chosen by a conditional expression
+    (`ctx = torch.inference_mode() if ref else nullcontext()`): `no_grad` (gradient tracking
+    off), `grad` (on), `adapters_off` (a LoRA policy's adapters disabled), `null` (nothing)."""
+
+    kind: str
 
 
 GRAD_ON_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})

@@ -16,6 +16,7 @@ from kllint.analysis.estimators import EstimatorMatch, classify_value
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
+from kllint.analysis.weights import named_weight
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
@@ -293,7 +294,7 @@ class Algebra:
         if a.kind == "count" and b.kind == "count":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
         if op == "*":
-            a, b = self._named_weight(a, b), self._named_weight(b, a)
+            a, b = named_weight(self, a, b), named_weight(self, b, a)
         if plain(a) and plain(b) and not a.expr.is_Number and not b.expr.is_Number:
             # opaque values combine into an opaque value: its structure never matters to the rules
             positive = op != "-" and a.expr.is_positive is True and b.expr.is_positive is True
@@ -319,25 +320,6 @@ class Algebra:
         expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
         return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
-
-    def _named_weight(self, weight: Tensor, other: Tensor) -> Tensor:
-        """`weight` as a coefficient when it is known only by a KL-ish name (a parameter
-        `KL_COEFFICIENT`, an attribute `kl_scale`: no log-prob, no estimate of a seen form) and
-        scales `other`, a real estimate: a weight is whatever scales the estimate and is not
-        itself derived from log-probs, whatever its name (design.md, item 3)."""
-        symbols = self.kl_symbols(weight.expr)
-        if (not symbols or self.table.role_symbols(weight.expr)
-                or any(self.kterms[s].estimator is not None or self.kterms[s].expr != s for s in symbols)):
-            return weight
-        if not self._real_estimate(other):
-            return weight
-        return Tensor(self.table.fresh("coef", positive=True), vocab=weight.vocab)
-
-    def _real_estimate(self, t: Tensor) -> bool:
-        """Whether `t` is or carries a KL estimate of a seen form."""
-        if t.anchor is not None and self.is_kl_candidate(t) and classify_value(t.expr, self.table) is not None:
-            return True
-        return any(self.kterms[s].estimator is not None for s in self.kl_symbols(t.expr))
 
     def _same_distribution(self, a: Tensor, b: Tensor) -> bool:
         """`b` depends on the log-probs of the same policies as `a`, detached or not."""

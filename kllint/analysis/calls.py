@@ -161,7 +161,7 @@ def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: Fr
 
 def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
     """A network's forward pass: logits of the model's role; reference forwards are observed."""
-    model = it.forwarded_network(model, frame)  # the reference by dataflow, when it is one
+    model = it.forwarded_network(model, node, frame)  # the reference by dataflow, when it is one
     if frame.adapters_off and model.role == "policy":
         value = Tensor(REF, space="logits")  # the base weights under the adapters: the reference
         return it.algebra.detach(value) if frame.no_grad else value

@@ -262,31 +262,6 @@ class ConfigValue:
 
 
 @dataclass(frozen=True)
-class KeyPattern:
-    """A string built at run time whose literal parts are known (`f"ref_log_probs_{name}"`,
-    `"ref_" + name`): `text` holds the literal parts with `{}` for each part known only at run
-    time. A container read with it reads by its literal parts: the words of `text` name the
-    value, and a writer that used the same pattern stored it."""
-
-    text: str
-
-
-def read_keys(key: Any) -> tuple[Any, ...] | None:
-    """The keys a container read with `key` may use, each a string `Literal`, when `key` is a
-    string known by its literal parts (a `KeyPattern`, read as its text) or a choice of such
-    strings made at run time (`"a" if flag else "b"`); None for any other key."""
-    found = []
-    for option in alternatives(key):
-        if isinstance(option, KeyPattern):
-            found.append(Literal(option.text))
-        elif isinstance(option, Literal) and isinstance(option.value, str):
-            found.append(option)
-        else:
-            return None
-    return tuple(found) if len(found) > 1 or isinstance(key, KeyPattern) else None
-
-
-@dataclass(frozen=True)
 class Sequence:
     """A tuple or list of values."""
 
@@ -314,16 +289,6 @@ class GradOf:
     function: Any
     has_aux: bool = False
     transform: str = field(default="jax.grad", compare=False, hash=False)  # its qualified name
-
-
-@dataclass(frozen=True)
-class Context:
-    """A context manager that changes how the code inside its `with` runs, made where it is
-    called and possibly held in a variable or chosen by a conditional expression
-    (`ctx = torch.inference_mode() if ref else nullcontext()`): `no_grad` (gradient tracking
-    off), `grad` (on), `adapters_off` (a LoRA policy's adapters disabled), `null` (nothing)."""
-
-    kind: str
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import keyed
 from kllint.analysis import roles
-from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS
+from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS, string_item
 from kllint.analysis.callables import BoundMethod as _BoundMethod
 from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
@@ -19,12 +19,12 @@ from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
 from kllint.analysis.module import dotted_name
-from kllint.analysis.liveness import canonical, live_reads
-from kllint.analysis.symbolic import LP, LPD
+from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
     ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
-    Sequence, Tensor, Unknown, Value, alternatives, join, read_keys,
+    Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+from kllint.analysis.strings import read_keys
 
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
@@ -102,7 +102,10 @@ class Attributes:
                 return stored
             named = (self.role_from_name(attr, detached_source=not roles.is_output_name(stem(base.expr)))
                      if not roles.is_backbone_attribute(attr) else None)
-            return self.live_read(named, node, frame) if named is not None else _Attr(stem(base.expr), attr)
+            if named is None:
+                return _Attr(stem(base.expr), attr)
+            self.note_role(self.anchor(node, frame), frame, named, f"name `{attr}`")
+            return self.live_read(named, node, frame)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
@@ -135,30 +138,6 @@ class Attributes:
             if stored is not None:
                 return stored
         return Unknown(attr)
-
-    def tensor_field(self, field: str, owner: str, node: cst.CSTNode, frame: Frame) -> Tensor | None:
-        """A field of a container named as configuration (`step_kwargs.ref_logprobs`,
-        `cfg["attention_mask"]`) whose own name makes it a tensor (`roles.names_a_tensor_field`):
-        a container's fields take their roles from what they hold and their own names, never
-        from the container's name. Read like a batch's field: stored, without gradient, unless
-        the container is named as a forward's output. None for any other field (a setting)."""
-        if not roles.names_a_tensor_field(field):
-            return None
-        value = self.value_from_name(field, self.anchor(node, frame), frame,
-                                     detached_source=not roles.is_output_name(owner or ""))
-        return self.live_read(value, node, frame) if isinstance(value, Tensor) else None
-
-    def live_read(self, value: Value, node: cst.CSTNode, frame: Frame) -> Value:
-        """A container read whose policy role comes from its name (stored log-probs, without
-        gradient) read as live when the running function's own code treats it so: detaches it
-        explicitly or takes it in an importance ratio (`kllint.analysis.liveness`). Its gradient
-        stays `assumed` (a name gave the role)."""
-        if not (isinstance(value, Tensor) and value.expr == LPD) or frame.root is None:
-            return value
-        spelled = canonical(node)
-        if spelled is None or spelled not in live_reads(frame.root):
-            return value
-        return value.with_(expr=LP, assumed=True)
 
     def stored_field(self, attr: str) -> Value | None:
         """What the analysed code stored under the attribute `attr` of some object, for a read on
@@ -252,7 +231,7 @@ class Attributes:
         if isinstance(base, Keyed):
             return keyed.lifted(lambda inner: self.subscript(inner, key, node, frame), base)
         if isinstance(base, Literal) and isinstance(base.value, str):
-            return _string_item(base.value, node.slice, key)
+            return string_item(base.value, node.slice, key)
         if isinstance(base, Tensor):
             return self.tensor_item(base, key, node, frame)
         if isinstance(base, Model):
@@ -343,35 +322,6 @@ class Super:
 
     cls: ClassRef
     instance: Any
-
-
-def _string_item(text: str, elements, key: Value) -> Value:
-    """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
-    if len(elements) != 1:
-        return Unknown()
-    part = elements[0].slice
-    if isinstance(part, cst.Index):
-        if isinstance(key, Literal) and isinstance(key.value, int) and -len(text) <= key.value < len(text):
-            return Literal(text[key.value])
-        return Unknown()
-    bounds = []
-    for bound in (part.lower, part.upper, part.step):
-        if bound is None:
-            bounds.append(None)
-            continue
-        number = _int_literal(bound)
-        if number is None:
-            return Unknown()
-        bounds.append(number)
-    return Literal(text[slice(*bounds)])
-
-
-def _int_literal(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
 
 
 def decorator_names(definition: cst.FunctionDef | cst.Lambda | LazyFunction) -> list[str | None]:

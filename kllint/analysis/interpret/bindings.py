@@ -16,8 +16,9 @@ from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
 from kllint.analysis.values import (
-    Alts, KeyPattern, Keyed, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+    Alts, Keyed, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+from kllint.analysis.strings import KeyPattern
 
 
 class Bindings:
@@ -103,6 +104,9 @@ class Bindings:
         named = self.role_from_name(name, detached_source=frame.no_grad)
         if named is None:
             return value
+        if any(isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr))
+               for option in alternatives(value)):
+            self.note_role(self.anchor(statement, frame), frame, named, f"name `{name}` of the variable assigned")
         options = []
         for option in alternatives(value):
             if (isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old"

@@ -65,30 +65,6 @@ class EntryPoints:
         finally:
             KL_CONTENT.reset(token)
 
-    # ------------------------------------------------------------------ reference by dataflow
-    def forwarded_network(self, model: Model, frame: Frame) -> Model:
-        """A network about to run its forward: its mode is noted (`references_by_dataflow`),
-        and one found to be the reference by dataflow is the reference."""
-        if model.role != "policy" or not model.name or frame.adapters_off:
-            return model
-        self.forwards.setdefault(model.name, set()).add(not frame.no_grad)
-        if model.name in self.reference_networks:
-            return Model("reference", model.name, frozen=True)
-        return model
-
-    def references_by_dataflow(self) -> dict[str, str]:
-        """The networks that are the reference by what the code does with them, whatever their
-        names (design.md, item 3): a network other than one forwarded with gradient tracking on
-        (the trained network, whose log-probs carry the gradient), forwarded only with it off
-        (`anchor_model` run only under no_grad beside `model`), each with its evidence. None
-        when no network runs with gradient, or every network does."""
-        trained = sorted(name for name, modes in self.forwards.items() if True in modes)
-        if not trained:
-            return {}
-        beside = ", ".join(f"`{name}`" for name in trained[:3]) + (", ..." if len(trained) > 3 else "")
-        return {name: f"forward of `{name}` only with gradient tracking off, beside {beside} with it on"
-                for name, modes in self.forwards.items() if modes == {False}}
-
     def _run(self) -> None:
         self.grad_targets = self._find_grad_targets()
         chosen = self._entry_points(*self._definitions())
@@ -353,8 +329,10 @@ class EntryPoints:
         """Roles from names: the last resort (design.md, item 3)."""
         role_value = self.role_from_name(name, detached_source)
         if role_value is not None:
+            self.note_role(anchor, frame, role_value, f"name `{name}`")
             return role_value
         if parameter and roles.is_kl_name(name) and anchor is not None:
+            self.note_role(anchor, frame, "kl", f"name `{name}`")
             return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
         toks = roles.tokens(name)
         if any(t in CONFIG_TOKENS for t in toks):
@@ -415,3 +393,4 @@ class EntryPoints:
     def emit(self, frame: Frame, fact: Any) -> None:
         if frame.emit:
             self.facts.append(fact)
+

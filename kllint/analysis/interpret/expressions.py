@@ -14,8 +14,9 @@ from kllint.analysis.facts import BranchChoice
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.symbolic import OLD
 from kllint.analysis.values import (
-    ConfigValue, FunctionRef, KeyPattern, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+    ConfigValue, FunctionRef, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+from kllint.analysis.strings import KeyPattern
 
 
 _MISSING = object()

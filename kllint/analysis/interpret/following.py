@@ -8,7 +8,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from kllint.analysis import calls, roles
+from kllint.analysis import calls
 from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
@@ -18,8 +18,8 @@ from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Partial, Sequence, Tensor, Unknown,
-    Value, alternatives, join, read_keys,
+    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    alternatives, join,
 )
 
 MAX_DEPTH = 5
@@ -97,59 +97,12 @@ class Calls:
         if kwargs and _builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
-        keys = read_keys(args[0]) if args and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
-            "get", "pop") and not any(isinstance(o, (FunctionRef, Partial)) for o in alternatives(func)) else None
-        if keys is not None:  # `batch.get(key)` with a key made at run time: each literal choice, a pattern by its text
-            return join(*(self.call(option, [key] + args[1:], kwargs, node, frame)
-                          for key in keys for option in alternatives(func)))
-        default = self._live_default(node, func, args, kwargs)
-        if default is not None:
-            key = args[0] if args and isinstance(args[0], Literal) and isinstance(args[0].value, str) else None
-            if key is None or self.fields.read(KEY_FIELD + key.value) is None:
-                return default
-        options = []
-        for option in alternatives(func):
-            options.append(self.call(option, args, kwargs, node, frame))
-        named = self._named_result(node, options, frame)
-        if named is not None:
-            return named
-        if (default is None and args and isinstance(args[0], Literal) and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value in ("get", "pop") and isinstance(args[0].value, str)
-                and self.fields.read(KEY_FIELD + args[0].value) is None):
-            return self.live_read(join(*options), node, frame)  # `inputs.get("logps")` the code treats as live
-        return join(*options, default) if default is not None else join(*options)
-
-    def _named_result(self, node: cst.Call, results: list[Value], frame: Frame) -> Value | None:
-        """The result of a call about which dataflow says nothing (an opaque or unknown value:
-        a project helper whose body calls a server, a method of an unknown object) named for
-        log-probs by its callee (`server.get_reference_logps(ids)`): the role the callee's name
-        gives (names last: the callee's name, not a local's), without gradient under no_grad;
-        None otherwise."""
-        if not all(_plain(option) for result in results for option in alternatives(result)):
-            return None
-        callee = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
-        if not callee or roles.logprob_role(callee) is None or roles.is_logits_name(callee):
-            return None
-        named = self.role_from_name(callee, detached_source=frame.no_grad)
-        return named if isinstance(named, Tensor) else None
-
-    def _live_default(self, node: cst.Call, func: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
-        """The default of a mapping read `d.get(key, default)` / `d.pop(key, default)` when it
-        carries log-probs, a KL or a network. The read may return it, and what the key holds is
-        a stand-in for it: the default is what dataflow knows of the value, the key only names
-        it. So, with no writer of the key in sight, the read is the default
-        (`data.get("logprobs_unfiltered", logprobs)` is the live log-probs); with one, either.
-        A method of a project class called `get` is followed instead."""
-        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop")):
-            return None
-        if any(isinstance(option, (FunctionRef, Partial)) for option in alternatives(func)):
-            return None
-        default = args[1] if len(args) > 1 else kwargs.get("default")
-        if default is None:
-            return None
-        carrying = [option for option in alternatives(default) if isinstance(option, Model)
-                    or (isinstance(option, Tensor) and self.algebra.has_roles(option.expr))]
-        return join(*carrying) if carrying else None
+        read = self.mapping_read(node, func, args, kwargs, frame)  # `d.get(key, default)` of an unseen mapping
+        if read is not None:
+            return read
+        options = [self.call(option, args, kwargs, node, frame) for option in alternatives(func)]
+        named = self.named_result(node, options, frame)
+        return named if named is not None else join(*options)
 
     def call_arguments(self, node: cst.Call, frame: Frame) -> tuple[list[Value], dict[str, Value]]:
         """The positional and keyword values of a call. `**d` of a dict the analysis built (literal
