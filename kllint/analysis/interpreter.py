@@ -64,3 +64,5 @@ class Interpreter(EntryPoints, RoleDecisions, Statements, Branches, Bindings, Ex
         self.forwards: dict[str, set[bool]] = {}  # network name -> whether its forwards ran with gradient tracking on
         self.reference_networks: dict[str, str] = {}  # networks that are the reference by dataflow -> the evidence
         self.noted_roles: set[tuple] = set()  # (node id, role, evidence) of the `RoleEvidence` recorded
+        self.unit_forwards: dict[str, set[bool]] = {}  # as `forwards`, in the entry point running
+        self.reference_candidates: dict[str, list[str]] = {}  # network -> the networks trained beside it

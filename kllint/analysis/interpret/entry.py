@@ -194,6 +194,7 @@ class EntryPoints:
                 self._abandon(function, node, "nesting too deep for the interpreter", module, root=node)
                 break
         self.call_share = 0
+        self.close_unit()
 
     def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
                  root: cst.CSTNode | None = None) -> None:

@@ -45,7 +45,10 @@ class RoleDecisions:
             self.note_role(self.anchor(node, frame), frame, "reference",
                            f"forward of `{model.name}` with its adapters disabled")
             return model
+        if not (isinstance(node, cst.Call) and node.args):
+            return model  # a forward takes inputs (`state_dict()` is no forward)
         self.forwards.setdefault(model.name, set()).add(not frame.no_grad)
+        self.unit_forwards.setdefault(model.name, set()).add(not frame.no_grad)
         if model.name in self.reference_networks:
             self.note_role(self.anchor(node, frame), frame, "reference", self.reference_networks[model.name])
             return Model("reference", model.name, frozen=True)
@@ -140,19 +143,42 @@ class RoleDecisions:
         self.note_role(self.anchor(node, frame), frame, named, f"name of the callee `{callee}`")
         return named
 
+    def close_unit(self) -> None:
+        """An entry point ran: a network forwarded in it only with gradient tracking off, beside
+        another forwarded with it on (the trained network, whose log-probs carry the gradient
+        into the loss) that is not the same network under another name (`same_network`), is a
+        candidate reference (`references_by_dataflow`)."""
+        forwards, self.unit_forwards = self.unit_forwards, {}
+        trained = sorted(name for name, modes in forwards.items() if True in modes)
+        for name, modes in forwards.items():
+            if modes == {False} and trained and not any(same_network(name, other) for other in trained):
+                self.reference_candidates.setdefault(name, trained)
+
     def references_by_dataflow(self) -> dict[str, str]:
         """The networks that are the reference by what the code does with them, whatever their
-        names (design.md, item 3): a network other than one forwarded with gradient tracking on
-        (the trained network, whose log-probs carry the gradient), forwarded only with it off
-        (`anchor_model` run only under no_grad beside `model`), each with its evidence. None
-        when no network runs with gradient, or every network does."""
-        trained = sorted(name for name, modes in self.forwards.items() if True in modes)
-        if not trained:
-            return {}
-        beside = ", ".join(f"`{name}`" for name in trained[:3]) + (", ..." if len(trained) > 3 else "")
-        return {name: f"forward of `{name}` only with gradient tracking off, beside {beside} with it on"
-                for name, modes in self.forwards.items() if modes == {False}}
+        names (design.md, item 3): a candidate (`close_unit`: forwarded only without gradient in
+        an entry point that trains another network) never forwarded with gradient tracking on
+        anywhere in the run (a network trained somewhere is no reference), each with its
+        evidence."""
+        found = {}
+        for name, trained in self.reference_candidates.items():
+            if True not in self.forwards.get(name, ()):
+                beside = ", ".join(f"`{other}`" for other in trained[:3]) + (", ..." if len(trained) > 3 else "")
+                found[name] = f"forward of `{name}` only with gradient tracking off, in a step that runs {beside} with it on"
+        return found
 
+
+# words of a network's name that say what holds or wraps it, not which network it is
+GENERIC_NETWORK_WORDS = frozenset({"model", "models", "net", "network", "module", "lm", "llm", "engine", "wrapper",
+                                   "wrapped", "unwrapped", "params", "state", "self", "ddp", "fsdp", "group", "main",
+                                   "hf", "the", "my", "inner", "compiled"})
+
+
+def same_network(first: str, second: str) -> bool:
+    """Whether two names may hold the same network: they share a word that names which network
+    it is (`actor_model_group` and `actor`), beyond words for what holds or wraps it."""
+    words = [set(roles.words(name.rsplit(".", 1)[-1])) - GENERIC_NETWORK_WORDS for name in (first, second)]
+    return bool(words[0] & words[1])
 
 def role_of(value: Value, algebra: Any) -> str | None:
     """The role a value has, as `RoleEvidence` names it: `policy` (`policy, no gradient` when
