@@ -18,6 +18,7 @@ from kllint.analysis.estimators import EstimatorMatch, classify_value
 from kllint.analysis.facts import KLTerm
 from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
+from kllint.analysis.weights import named_weight
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow}
 MAX_TRACE = 6
@@ -302,6 +303,8 @@ class Algebra:
             return b
         if a.kind == "count" and b.kind == "count":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
+        if op == "*":
+            a, b = named_weight(self, a, b), named_weight(self, b, a)
         if plain(a) and plain(b) and not a.expr.is_Number and not b.expr.is_Number:
             # opaque values combine into an opaque value: its structure never matters to the rules
             positive = op != "-" and a.expr.is_positive is True and b.expr.is_positive is True

@@ -87,6 +87,11 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
                 return Unknown("backward")
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
+            if roles.is_logprob_name(func.name) and not roles.names_a_quantity(func.name) and (args or kwargs):
+                # `ref_net.token_logps(ids)`: a method named for the network's log-probs runs its forward
+                value = forward(it, func.obj, node, frame)
+                return value.with_(space="logits" if roles.is_logits_name(func.name) else "logprob") \
+                    if isinstance(value, Tensor) else value
             return Unknown(func.name)
     if isinstance(func, Model):
         if roles.is_getter_name(func.name):
@@ -162,6 +167,7 @@ def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: Fr
 
 def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
     """A network's forward pass: logits of the model's role; reference forwards are observed."""
+    model = it.forwarded_network(model, node, frame)  # the reference by dataflow, when it is one
     if frame.adapters_off and model.role == "policy":
         value = Tensor(REF, space="logits")  # the base weights under the adapters: the reference
         return it.algebra.detach(value) if frame.no_grad else value

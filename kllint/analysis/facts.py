@@ -111,6 +111,19 @@ class KlDivLossConstruction:
 
 
 @dataclass
+class RoleEvidence:
+    """Why a value read or formed at `anchor` has `role` (`policy`, `reference`, `old`, `mask`,
+    `kl`, `coefficient`, `network:<role>`): a short account of the evidence, dataflow first
+    ("forward of `anchor_net` only with gradient tracking off, ...", "detached explicitly in this
+    function"), a name last ("name `ref_logp`"). No rule judges it; reports show it."""
+
+    anchor: Anchor
+    role: str
+    evidence: str
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
 class ClassMeanOfKlDiv:
     """The elementwise result of kl_div (`reduction='none'`) averaged over the class dimension:
     `.mean()` or `.mean(-1)` at `anchor`."""

@@ -20,6 +20,7 @@ from kllint.analysis.interpret.attributes import Attributes
 from kllint.analysis.interpret.bindings import Bindings
 from kllint.analysis.interpret.branches import Branches
 from kllint.analysis.interpret.entry import EntryPoints
+from kllint.analysis.interpret.evidence import RoleDecisions
 from kllint.analysis.interpret.expressions import Expressions
 from kllint.analysis.interpret.following import MAX_DEPTH, Calls
 from kllint.analysis.interpret.frames import MAX_STEPS, Budget, Frame
@@ -31,7 +32,7 @@ from kllint.analysis.values import Value
 __all__ = ["MAX_DEPTH", "Budget", "Frame", "Interpreter"]
 
 
-class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Names, Attributes, Calls):
+class Interpreter(EntryPoints, RoleDecisions, Statements, Branches, Bindings, Expressions, Names, Attributes, Calls):
     """Runs the entry points of one module and collects facts."""
 
     def __init__(self, entry: ModuleInfo, index: ProjectIndex, vocab: Any = None) -> None:
@@ -63,3 +64,8 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.choosing_calls: set[int] = set()  # calls whose callee the receiver's class or a run-time key picks
         self.followed_with_roles: set[int] = set()  # definitions a caller ran with log-probs among its arguments
         self.passes_choice: set[int] = set()  # calls whose callee chose by what the caller's own caller passed
+        self.forwards: dict[str, set[bool]] = {}  # network name -> whether its forwards ran with gradient tracking on
+        self.reference_networks: dict[str, str] = {}  # networks that are the reference by dataflow -> the evidence
+        self.noted_roles: set[tuple] = set()  # (node id, role, evidence) of the `RoleEvidence` recorded
+        self.unit_forwards: dict[str, set[bool]] = {}  # as `forwards`, in the entry point running
+        self.reference_candidates: dict[str, list[str]] = {}  # network -> the networks trained beside it

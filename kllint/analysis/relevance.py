@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from kllint.analysis.outline import FUNCTION_DEFS, dotted
+from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
 
 if TYPE_CHECKING:
     from kllint.analysis.index import ProjectIndex
@@ -40,7 +40,7 @@ def definitions(module: "ModuleInfo") -> tuple[dict[Unit, frozenset[str]], dict[
 def names_kl_or_reference(module: "ModuleInfo", used: frozenset[str] | set[str], vocab: Any) -> bool:
     """Whether names of a unit (or statement) name a KL or the reference, directly, by the import
     they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-    from kllint.pipeline.prefilter import names_matter
+    from kllint.pipeline.prefilter import forwards_without_grad, names_matter
 
     imports, constants = module.imports, module.constants
     seen = set(used)
@@ -48,7 +48,7 @@ def names_kl_or_reference(module: "ModuleInfo", used: frozenset[str] | set[str],
     for name in used:
         if name in constants:
             seen.update(constants.identifiers(name))
-    return names_matter(seen, vocab)
+    return names_matter(seen, vocab) or forwards_without_grad(seen, identifiers(module.outline, import_parts=True))
 
 
 def entry_units(module: "ModuleInfo", index: "ProjectIndex | None", vocab: Any) -> dict[Unit, None]:
@@ -66,6 +66,11 @@ def _relevant(module: "ModuleInfo", index: "ProjectIndex | None", vocab: Any, ho
         return known
     names, calls = definitions(module)
     chosen = {unit for unit, used in names.items() if names_kl_or_reference(module, used, vocab)}
+    if chosen:
+        # where a loss ends (`loss.backward()`, `backward(loss)`) whatever its variables are
+        # called: in a module that holds a KL or the reference, the units that differentiate are
+        # entry points too (their losses may read what others stored)
+        chosen |= {unit for unit, made in calls.items() if "backward" in made}
     if index is not None and hops < MAX_MODULE_HOPS and id(module) not in open_modules:
         open_modules.add(id(module))
         try:

@@ -280,6 +280,12 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name == "softmax":  # probabilities of a distribution whose log-probs are the (normalised) logits
         return algebra.unary(obj, tm.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
     if name == "log_softmax":
+        if obj.kind is None and not algebra.has_roles(obj.expr):
+            # a log-softmax makes log-probs whatever its operand is called (`F.linear(h, w)`, a
+            # renamed local): the policy's when nothing else says whose, its gradient assumed
+            value = Tensor(LPD if frame.no_grad else LP, space="logprob", vocab=True, assumed=not frame.no_grad)
+            it.note_role(anchor, frame, value, "log-softmax of a value with no role of its own")
+            return value
         return obj.with_(space="logprob", vocab=True)
     if name in fw.PROB_MAPS or name in fw.LOGPROB_MAPS:
         space = "prob" if name in fw.PROB_MAPS else "logprob"

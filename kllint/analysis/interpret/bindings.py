@@ -16,7 +16,10 @@ from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
-from kllint.analysis.values import Alts, Keyed, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
+from kllint.analysis.values import (
+    Alts, Keyed, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+from kllint.analysis.strings import KeyPattern
 
 
 class Bindings:
@@ -48,6 +51,7 @@ class Bindings:
             name = dotted_name(base)
             key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
             entry = string_value(key.value) if isinstance(key, cst.SimpleString) else None
+            stored_key = entry if isinstance(entry, str) else self._key_pattern(key, frame)
             if entry is not None:
                 self.output_loss_entry(entry, value, frame, statement)
             if name is not None:
@@ -59,12 +63,13 @@ class Bindings:
                     current = frame.env[base.value]
                     if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
                         value = self.detach_value(value)
-                    if isinstance(entry, str) and (isinstance(current, Unknown) or (
+                    if stored_key is not None and (isinstance(current, Unknown) or (
                             isinstance(current, Tensor) and not self.algebra.has_roles(current.expr))):
                         # `store["adv"] = value` on a container the analysis cannot see: the entry
                         # is kept under its key (read back by `store["adv"]`, here or in a callee),
-                        # the container's other keys still name their own values
-                        self.fields.write(KEY_FIELD + entry, value, id(statement))
+                        # the container's other keys still name their own values; a key made at
+                        # run time (`f"ref_logps_{i}"`) is kept under its literal parts
+                        self.fields.write(KEY_FIELD + stored_key, value, id(statement))
                     elif isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
                     elif isinstance(current, Mapping) and isinstance(entry, str):  # `losses["kl"] = ...`
@@ -73,6 +78,17 @@ class Bindings:
         elif isinstance(target, cst.Attribute):
             self.check_reward_sink(target.attr.value, value, frame, statement)
             self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
+
+    def _key_pattern(self, key: cst.BaseExpression | None, frame: Frame) -> str | None:
+        """The text a store's key made at run time is kept under: an f-string or a
+        concatenation with a literal part (`f"ref_logps_{i}"` -> `ref_logps_{}`); None for
+        other keys (a name, a number)."""
+        if not isinstance(key, (cst.FormattedString, cst.BinaryOperation)):
+            return None
+        value = self.eval(key, frame.child(emit=False))
+        if isinstance(value, KeyPattern):
+            return value.text
+        return value.value if isinstance(value, Literal) and isinstance(value.value, str) else None
 
     def _item(self, value: Value, position: int, count: int) -> Value:
         options = []
@@ -95,6 +111,9 @@ class Bindings:
         named = self.role_from_name(name, detached_source=frame.no_grad)
         if named is None:
             return value
+        if any(isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr))
+               for option in alternatives(value)):
+            self.note_role(self.anchor(statement, frame), frame, named, f"name `{name}` of the variable assigned")
         options = []
         for option in alternatives(value):
             if (isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old"

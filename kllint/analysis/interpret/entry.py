@@ -38,6 +38,13 @@ class EntryPoints:
         token = KL_CONTENT.set(self.algebra.kl_symbols)
         try:
             self._run()
+            found = self.references_by_dataflow()
+            if found:
+                # run again from scratch, the networks found being the reference from the start
+                type(self).__init__(self, self.entry, self.index, self.vocab)
+                self.reference_networks = found
+                KL_CONTENT.set(self.algebra.kl_symbols)
+                self._run()
         finally:
             KL_CONTENT.reset(token)
 
@@ -119,6 +126,7 @@ class EntryPoints:
                 self._abandon(function, node, "nesting too deep for the interpreter", module, root=node)
                 break
         self.call_share = 0
+        self.close_unit()
 
     def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
                  root: cst.CSTNode | None = None) -> None:
@@ -273,8 +281,10 @@ class EntryPoints:
         """Roles from names: the last resort (design.md, item 3)."""
         role_value = self.role_from_name(name, detached_source)
         if role_value is not None:
+            self.note_role(anchor, frame, role_value, f"name `{name}`")
             return role_value
         if parameter and roles.is_kl_name(name) and anchor is not None:
+            self.note_role(anchor, frame, "kl", f"name `{name}`")
             return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
         toks = roles.tokens(name)
         if any(t in CONFIG_TOKENS for t in toks):

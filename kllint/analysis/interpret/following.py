@@ -9,6 +9,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import calls
+from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
@@ -61,6 +62,9 @@ class Calls:
             return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args, kwargs = self.call_arguments(node, frame)
+        context = context_made(node, func, args, kwargs)
+        if context is not None:
+            return context
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
@@ -96,10 +100,12 @@ class Calls:
         if kwargs and _builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
-        options = []
-        for option in alternatives(func):
-            options.append(self.call(option, args, kwargs, node, frame))
-        return join(*options)
+        read = self.mapping_read(node, func, args, kwargs, frame)  # `d.get(key, default)` of an unseen mapping
+        if read is not None:
+            return read
+        options = [self.call(option, args, kwargs, node, frame) for option in alternatives(func)]
+        named = self.named_result(node, options, frame)
+        return named if named is not None else join(*options)
 
     def call_arguments(self, node: cst.Call, frame: Frame) -> tuple[list[Value], dict[str, Value]]:
         """The positional and keyword values of a call. `**d` of a dict the analysis built (literal
@@ -406,7 +412,9 @@ def _signature_of(values: list[Value]) -> tuple | None:
         elif isinstance(value, ConfigValue):
             parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
         elif isinstance(value, Model):
-            parts.append(("model", value.role))
+            # by name too: a network's forwards decide whether it is the reference by dataflow
+            # (`EntryPoints.references_by_dataflow`), so two networks are never one memo entry
+            parts.append(("model", value.role, value.name, value.frozen))
         elif isinstance(value, Instance):
             parts.append(("instance", id(value.cls.node), value.state))
         elif isinstance(value, (Mapping, Sequence)):

@@ -8,7 +8,7 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
-from kllint.analysis.adapters import disables_adapters, yields_with_adapters_off
+from kllint.analysis.adapters import context_effect, disables_adapters, yields_with_adapters_off
 from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
@@ -282,6 +282,9 @@ class Statements:
                 if disables_adapters(call) or self._adapter_off_context(func, frame):
                     adapters_off = True
                 value = self.eval(call, frame)
+                grad, off = context_effect(value)  # a context held in a variable, or chosen at run time
+                no_grad = no_grad if grad is None else not grad
+                adapters_off = adapters_off or off
                 if item.asname is not None:
                     self.assign(item.asname.name, value, frame, node)
         saved = frame.no_grad, frame.adapters_off
