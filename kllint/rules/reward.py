@@ -20,7 +20,7 @@ def check_reward(fact: RewardFact, ctx: RuleContext) -> None:
     preference objective's implicit reward, a weight) and the name is not used; otherwise the
     name stands for the policy-gradient term that is out of sight."""
     for symbol, places in reward_symbols(fact, ctx).items():
-        if reaches_loss(ctx, symbol):
+        if reaches_loss(ctx, symbol, fact.value.expr):
             continue
         judge_reward_term(symbol, places, fact, ctx, pathwise=False)
 
