@@ -126,7 +126,7 @@ class Bindings:
             items = option.items if isinstance(option, Sequence) else (option,)
             for item in items:
                 if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
-                        and not self.fields.judged(item)):
+                        and not self.fields.judged(item, kind)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
     def _wrapped_expr(self, t: Tensor) -> tm.Term:
