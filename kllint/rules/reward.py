@@ -55,9 +55,19 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    subject=estimator_words(term), root=root, clamped=clamped)
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
-        ctx.report("KL202", fact.sink,
+        ctx.report("KL202", _entry_place(term, fact),
                    f"a per-token KL enters `{fact.target}` without reward-to-go: each token's coefficient holds only its own KL, not that of the tokens after it (partial gradient)",
                    help=wording.reward_to_go_help(framework),
                    trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"),
                    estimate=estimate_for(term, ctx, usage="reward"))
+
+
+def _entry_place(term, fact: RewardFact):
+    """Where a per-token KL that is stored as a return is reported: where it joins the value
+    stored (added to a sequence advantage, accumulated into a running total), when that is in
+    the function storing it; else where it is stored."""
+    entry = term.entry
+    if entry is not None and (entry.path, entry.function) == (fact.sink.path, fact.sink.function):
+        return entry
+    return fact.sink

@@ -13,6 +13,7 @@ from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.loops import accumulating, walks_positions
 from kllint.analysis.interpret.exposure import exposed_names
 from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
@@ -237,12 +238,19 @@ class Statements:
             if isinstance(node, cst.For):
                 self.assign(node.target, element, probe, node)
             self.exec_block(body, probe)
+        # a loop through the positions of a sequence credits each token with the ones after it
+        # (returns, GAE); a loop over items of one shape (teachers, micro-batches) only adds
+        # them up: what it carries is its first value plus the increment, per token as before
+        positional = walks_positions(node)
+        summed: list[str] = []
         for name, placeholder in placeholders.items():
             grown = [option for option in alternatives(probe.env.get(name))
                      if isinstance(option, Tensor) and placeholder.expr in symbols_of(option.expr)]
-            if grown:
+            if grown and positional:
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
+            elif grown:
+                summed.append(name)
         # pass 2: the real run
         run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
@@ -251,7 +259,31 @@ class Statements:
         if isinstance(node, cst.For):
             self.assign(node.target, element, run, node)
         self.exec_block(body, run)
+        for name in summed:
+            self._mark_accumulated(name, body, run)
         self._merge_envs(frame, [frame.env, run.env])
+
+    def _mark_accumulated(self, name: str, body: list, frame: Frame) -> None:
+        """A KL term added into a running total over items of one shape (`total += kl` over
+        teachers) enters that total where it is accumulated: one pass of the body gives its
+        value (first value plus one increment), the statement is where the term joins it."""
+        statement = next((s for s in accumulating(body, name)), None)
+        if statement is None:
+            return
+        anchor = self.anchor(statement, frame)
+        options = []
+        for option in alternatives(frame.env.get(name)):
+            if isinstance(option, Tensor):
+                wrapped = self.algebra.wrap(option)
+                for symbol in self.algebra.kl_symbols(wrapped):
+                    term = self.algebra.kterms[symbol]
+                    if term.entry is None:
+                        term.entry = anchor
+                # a total, no longer an estimate written here: later operations keep the term
+                option = option.with_(expr=wrapped)
+            options.append(option)
+        if options:
+            frame.env[name] = join(*options)
 
     def _element(self, iterable: Value, node: cst.BaseExpression, frame: Frame) -> Value:
         options = []
