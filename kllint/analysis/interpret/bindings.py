@@ -152,7 +152,7 @@ class Bindings:
         for option in alternatives(value):
             if isinstance(option, Tensor):
                 self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
-                                           frame.epoch_loop, entry_key))
+                                           self.stale_loop(frame), entry_key))
 
 
 def _detaches_in_place(statement: cst.CSTNode) -> bool:

@@ -12,6 +12,7 @@ from kllint.analysis import calls
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.loops import samples_from_policy
 from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP, LPD, REF
@@ -45,6 +46,7 @@ class _CallMemo:
     entered: frozenset[int]
     fields_version: int | None = None  # the field store's version after it (None: it read no field)
     fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
+    generates: bool = False  # the policy generated samples in its call tree
 
 
 class Calls:
@@ -58,6 +60,8 @@ class Calls:
             return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args, kwargs = self.call_arguments(node, frame)
+        if isinstance(node.func, cst.Attribute) and samples_from_policy(node.func, func):
+            self.note_generation()  # fresh samples for the loops of updates running now
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
@@ -162,7 +166,8 @@ class Calls:
         if signature is None:
             signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
+            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, self.stale_loop(frame), tuple(sorted(kwargs)),
+                        signature,
                         (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
                         else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
@@ -179,7 +184,7 @@ class Calls:
                 self.fields.depend(memo.fields_read)  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        facts_before, cutoffs_before, generations_before = len(self.facts), self._cutoffs, self.generations
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
@@ -201,7 +206,8 @@ class Calls:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered), self.fields.version if read else None, read)
+                frozenset(reach.entered), self.fields.version if read else None, read,
+                self.generations != generations_before)
         return self._returned(result, self.anchor(node, frame))
 
     def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
@@ -312,6 +318,8 @@ class Calls:
     def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
         """A memoised helper call: its result, and its facts re-stated for this call site."""
         stack = frame.call_stack + (self.anchor(node, frame),)
+        if memo.generates:
+            self.note_generation()
         if frame.emit:
             for fact in memo.facts:
                 self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))

@@ -1,13 +1,20 @@
-"""What a loop does to the values it carries, read from its syntax: whether it walks the
-positions of a sequence (a returns or GAE loop: its running value credits each token with the
-tokens after it) or repeats over items of the same shape (teachers, micro-batches, samples:
-an accumulation there is a sum of tensors of one shape, not a reduction over tokens)."""
+"""What a loop does, read from its syntax: whether it walks the positions of a sequence (a
+returns or GAE loop: its running value credits each token with the tokens after it) or repeats
+over items of the same shape (teachers, micro-batches, samples: an accumulation there is a sum
+of tensors of one shape, not a reduction over tokens); and whether its iterations reuse one
+batch computed before it (several updates per batch, `UpdateLoop`)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import libcst as cst
 
+from kllint.analysis import roles
+from kllint.analysis.callables import BoundMethod, UnresolvedAttribute
 from kllint.analysis.interpret.walk import assigned_names, bound_names, cached_per_node, used_names, walk_nodes
 from kllint.analysis.module import dotted_name
+from kllint.analysis.values import Model, Unknown, Value, alternatives
 
 _FLIPS = ("reversed", "flip", "fliplr", "flipud")
 
@@ -74,3 +81,139 @@ def accumulating(body: list[cst.CSTNode], name: str):
                     isinstance(t.target, cst.Name) and t.target.value == name for t in item.targets) \
                     and name in used_names(item.value):
                 yield item
+
+
+@dataclass
+class UpdateLoop:
+    """A loop whose iterations reuse data computed before it (`source`: its iterable's text).
+    A loss computed in it is on samples of an older policy, unless the policy generated fresh
+    samples in the iteration before it (`fresh`, set when a generation runs inside)."""
+
+    source: str
+    fresh: bool = False
+
+
+class LoopState:
+    """The loops of updates running now and the generations by the policy inside them (a mixin
+    of the interpreter)."""
+
+    @property
+    def update_loops(self) -> list[UpdateLoop]:
+        """The loops of updates over one batch running now, outermost first (the interpreter
+        runs depth-first: a callee running inside a loop sees it here)."""
+        if not hasattr(self, "_update_loop_stack"):
+            self._update_loop_stack: list[UpdateLoop] = []
+        return self._update_loop_stack
+
+    @property
+    def generations(self) -> int:
+        """How many generations by the policy have run so far (a memoised call that ran one
+        runs it again when replayed)."""
+        return getattr(self, "_generation_count", 0)
+
+    def note_generation(self) -> None:
+        """The policy generated samples: every loop running now gets fresh samples in this iteration."""
+        self._generation_count = self.generations + 1
+        for loop in self.update_loops:
+            loop.fresh = True
+
+    def stale_loop(self, frame: Any) -> str:
+        """The loop of several updates per batch a loss computed now runs in (its iterable's
+        text), if the samples were generated before it: '' when the policy generated fresh ones
+        earlier in the iteration of every such loop."""
+        if not frame.epoch_loop:
+            return ""
+        if not self.update_loops:
+            return frame.epoch_loop
+        return next((loop.source for loop in self.update_loops if not loop.fresh), "")
+
+
+_WRAPPERS = frozenset({"enumerate", "tqdm", "list", "iter", "tuple", "reversed"})
+_REPEATS = frozenset({"range", "trange", "repeat"})
+
+
+def reuses_one_batch(node: cst.For, is_local: Callable[[str], bool]) -> bool:
+    """Whether every iteration works on data that existed before the loop: a counted repetition
+    (`range(k)`) whose body draws no new data (no `next(...)`, no inner loop over a data
+    source), or a loop over pieces of a local batch (`rollout.split(n)`, `minibatches(batch)`,
+    `batch[start:stop]`). A loop over a loader, a trainer's attribute or a parameter
+    (`self.prompt_loader`, `loader`) draws a new item each time: it reuses nothing by itself.
+    `is_local`: whether a name is a local value or parameter of the running function."""
+    kind = _iterable_kind(node.iter, is_local)
+    if kind == "pieces":
+        return True
+    if kind != "repeat":
+        return False
+    return not _draws_data(list(node.body.body), is_local)
+
+
+def _iterable_kind(iterable: cst.BaseExpression, is_local: Callable[[str], bool]) -> str:
+    """`repeat` (a count), `pieces` (made here from a local value), or `source` (anything else)."""
+    while isinstance(iterable, cst.Call) and iterable.args and \
+            (dotted_name(iterable.func) or "").rsplit(".", 1)[-1] in _WRAPPERS:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and (dotted_name(iterable.func) or "").rsplit(".", 1)[-1] in _REPEATS:
+        return "repeat"
+    if isinstance(iterable, (cst.Call, cst.Subscript)):
+        names = [n for n in used_names(iterable) if n not in ("self", "cls")]
+        if any(is_local(n) for n in names):
+            return "pieces"
+    return "source"
+
+
+def _draws_data(body: list[cst.CSTNode], is_local: Callable[[str], bool]) -> bool:
+    """A `next(...)` call, or a loop over a data source, in the body (not in nested definitions)."""
+    for statement in body:
+        for item in walk_nodes(statement, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(item, cst.Call) and isinstance(item.func, cst.Name) and item.func.value == "next":
+                return True
+            if isinstance(item, cst.For) and _iterable_kind(item.iter, is_local) == "source":
+                return True
+    return False
+
+
+GENERATION_METHODS = frozenset({"generate", "generate_sequences"})
+
+
+def samples_from_policy(func: cst.Attribute, value: Value) -> bool:
+    """Whether a call of `func` (evaluated to `value`) samples from the policy: `generate` of
+    the policy network (`policy.generate(...)`, `unwrap(model).module.generate(...)`), or of a
+    receiver the analysis cannot see that is not named as the reference (a sampling engine)."""
+    if func.attr.value not in GENERATION_METHODS:
+        return False
+    for option in alternatives(value):
+        if isinstance(option, BoundMethod) and isinstance(option.obj, Model):
+            if option.obj.role != "reference" and not option.obj.frozen:
+                return True
+        elif isinstance(option, (BoundMethod, UnresolvedAttribute, Unknown)):
+            receiver = dotted_name(func.value) or ""
+            if not any(roles.names_reference_strongly(part) for part in receiver.split(".")):
+                return True
+    return False
+
+
+_STEPS = frozenset({"step", "optimizer_step", "apply_gradients", "apply_updates"})
+
+
+def accumulates_gradients(node: cst.For, root: cst.CSTNode | None) -> bool:
+    """Gradient accumulation: the body steps no optimizer, and the block it is in steps one after
+    it (`for part in batch.chunk(n): loss.backward()` then `opt.step()`): one update per batch."""
+    if root is None or _steps(list(node.body.body)):
+        return False
+    for item in walk_nodes(root, skip=(cst.Lambda,)):
+        block = getattr(item, "body", None)
+        statements = list(block) if isinstance(block, (list, tuple)) else \
+            list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else None
+        if statements is not None and any(s is node for s in statements):
+            after = statements[[i for i, s in enumerate(statements) if s is node][0] + 1:]
+            return _steps(after)
+    return False
+
+
+def _steps(statements: list[cst.CSTNode]) -> bool:
+    """An optimizer step among the statements (not in nested definitions)."""
+    for statement in statements:
+        for item in walk_nodes(statement, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(item, cst.Call) and (dotted_name(item.func) or "").rsplit(".", 1)[-1] in _STEPS:
+                return True
+    return False

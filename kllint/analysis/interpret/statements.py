@@ -13,20 +13,22 @@ from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
-from kllint.analysis.interpret.loops import accumulating, walks_positions
+from kllint.analysis.interpret.loops import (
+    LoopState, UpdateLoop, accumulates_gradients, accumulating, reuses_one_batch, walks_positions,
+)
 from kllint.analysis.interpret.exposure import exposed_names
 from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
+    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
 MAX_COHERENT = 16
 
 
-class Statements:
+class Statements(LoopState):
     """Executes statements in a frame (a mixin of the interpreter)."""
 
     # ------------------------------------------------------------------ statements
@@ -220,13 +222,24 @@ class Statements:
         body = list(node.body.body)
         assigned = assigned_names(body)
         epoch_loop = frame.epoch_loop
+        update = None
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter, frame)
             element = self._element(iterable, node.iter, frame)
-            iter_source = frame.module.source(node.iter).strip()
-            iter_text = iter_source.lower()
-            if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
-                epoch_loop = epoch_loop or iter_source
+            if reuses_one_batch(node, lambda name: _local(frame.env.get(name))) \
+                    and not accumulates_gradients(node, frame.root):
+                update = UpdateLoop(frame.module.source(node.iter).strip())
+                epoch_loop = epoch_loop or update.source
+        if update is not None:
+            self.update_loops.append(update)
+        try:
+            self._run_loop(node, body, assigned, frame, epoch_loop, update, element if isinstance(node, cst.For) else None)
+        finally:
+            if update is not None:
+                self.update_loops.pop()
+
+    def _run_loop(self, node: cst.For | cst.While, body: list, assigned: list[str], frame: Frame, epoch_loop: str,
+                  update: UpdateLoop | None, element: Value | None) -> None:
         # only a name an iteration may read before binding it carries a value around the loop
         exposed = exposed_names(node)
         carried = [n for n in assigned if n in frame.env and n in exposed]
@@ -251,7 +264,9 @@ class Statements:
                                             for option in grown))
             elif grown:
                 summed.append(name)
-        # pass 2: the real run
+        # pass 2: the real run (what the probe generated is not this iteration's)
+        if update is not None:
+            update.fresh = False
         run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
         for name, value in accumulators.items():
@@ -336,6 +351,12 @@ class Statements:
             if self.qualify(dotted_name(func) or "", module) in fw.NO_GRAD_CONTEXTS:
                 return True
         return False
+
+
+def _local(value: Value | None) -> bool:
+    """A local value or parameter (data), not a function, class, module or network."""
+    return value is not None and not any(isinstance(o, (FunctionRef, ClassRef, ModuleRef, Model))
+                                         for o in alternatives(value))
 
 
 def _returned_under(value: Value, conditions: tuple) -> Value:
