@@ -253,7 +253,8 @@ class EntryPoints:
         name = node.name.value
         is_grad_target = name in self.grad_targets
         frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
-                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(module, name, cls is not None),
+                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(
+                          module, name, cls is not None, cls=cls.name if cls is not None else "", index=self.index),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
