@@ -63,6 +63,21 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    estimate=estimate_for(term, ctx, usage="reward"))
 
 
+def judge_reward_sign(symbol, places, fact: RewardFact, ctx: RuleContext) -> None:
+    """KL105 for a KL term that weights the policy's score function in a minimised loss: there
+    the penalty must lower the weight of a token (`-logp * (score - beta * kl)`, the term enters
+    the loss multiplying `logp` with a positive sign). With the other sign everywhere it is a
+    bonus: the update raises the probability of the tokens that diverge most."""
+    term = ctx.algebra.kterms[symbol]
+    scale = term.estimator.scale if term.estimator else 1.0
+    if not places or not all(p.sign * scale < 0 for p in places) or not ctx.first("KL105", symbol):
+        return
+    ctx.report("KL105", _entry_place(term, fact),
+               "the KL penalty is added to the weight of the policy's log-probs, as a bonus: training maximises the divergence from the reference",
+               help="subtract it from the reward: `weight = score - kl_coef * kl`",
+               trace=reward_trace(term, fact, ctx.algebra.table), call_stack=fact.call_stack, fallback=fact.sink)
+
+
 def _entry_place(term, fact: RewardFact):
     """Where a per-token KL that is stored as a return is reported: where it joins the value
     stored (added to a sequence advantage, accumulated into a running total), when that is in
