@@ -132,22 +132,24 @@ _WRAPPERS = frozenset({"enumerate", "tqdm", "list", "iter", "tuple", "reversed"}
 _REPEATS = frozenset({"range", "trange", "repeat"})
 
 
-def reuses_one_batch(node: cst.For, is_local: Callable[[str], bool]) -> bool:
+def reuses_one_batch(node: cst.For, is_local: Callable[[str], bool], root: cst.CSTNode | None = None) -> bool:
     """Whether every iteration works on data that existed before the loop: a counted repetition
     (`range(k)`) whose body draws no new data (no `next(...)`, no inner loop over a data
     source), or a loop over pieces of a local batch (`rollout.split(n)`, `minibatches(batch)`,
-    `batch[start:stop]`). A loop over a loader, a trainer's attribute or a parameter
-    (`self.prompt_loader`, `loader`) draws a new item each time: it reuses nothing by itself.
-    `is_local`: whether a name is a local value or parameter of the running function."""
-    kind = _iterable_kind(node.iter, is_local)
+    `batch[start:stop]`, or a local name assigned such pieces in the function `root`). A loop
+    over a loader, a trainer's attribute or a parameter (`self.prompt_loader`, `loader`) draws
+    a new item each time: it reuses nothing by itself. `is_local`: whether a name is a local
+    value or parameter of the running function."""
+    kind = _iterable_kind(node.iter, is_local, root)
     if kind == "pieces":
         return True
     if kind != "repeat":
         return False
-    return not _draws_data(list(node.body.body), is_local)
+    return not _draws_data(list(node.body.body), is_local, root)
 
 
-def _iterable_kind(iterable: cst.BaseExpression, is_local: Callable[[str], bool]) -> str:
+def _iterable_kind(iterable: cst.BaseExpression, is_local: Callable[[str], bool], root: cst.CSTNode | None,
+                   depth: int = 0) -> str:
     """`repeat` (a count), `pieces` (made here from a local value), or `source` (anything else)."""
     while isinstance(iterable, cst.Call) and iterable.args and \
             (dotted_name(iterable.func) or "").rsplit(".", 1)[-1] in _WRAPPERS:
@@ -158,16 +160,38 @@ def _iterable_kind(iterable: cst.BaseExpression, is_local: Callable[[str], bool]
         names = [n for n in used_names(iterable) if n not in ("self", "cls")]
         if any(is_local(n) for n in names):
             return "pieces"
+    if isinstance(iterable, cst.Name) and root is not None and depth < 3:
+        for value in _assigned_values(root, iterable.value):  # `loader = rollout.split(n)` earlier
+            if _iterable_kind(value, is_local, root, depth + 1) == "pieces":
+                return "pieces"
     return "source"
 
 
-def _draws_data(body: list[cst.CSTNode], is_local: Callable[[str], bool]) -> bool:
+def _assigned_values(root: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    """The values assigned to `name` in the function `root` (not in nested definitions)."""
+    return cached_per_node("assigned_values", root, lambda: _collect_assignments(root)).get(name, [])
+
+
+def _collect_assignments(root: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
+    found: dict[str, list[cst.BaseExpression]] = {}
+    if not isinstance(root, cst.FunctionDef) or not isinstance(root.body, cst.IndentedBlock):
+        return found
+    for statement in root.body.body:
+        for item in walk_nodes(statement, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(item, cst.Assign):
+                for target in item.targets:
+                    if isinstance(target.target, cst.Name):
+                        found.setdefault(target.target.value, []).append(item.value)
+    return found
+
+
+def _draws_data(body: list[cst.CSTNode], is_local: Callable[[str], bool], root: cst.CSTNode | None) -> bool:
     """A `next(...)` call, or a loop over a data source, in the body (not in nested definitions)."""
     for statement in body:
         for item in walk_nodes(statement, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             if isinstance(item, cst.Call) and isinstance(item.func, cst.Name) and item.func.value == "next":
                 return True
-            if isinstance(item, cst.For) and _iterable_kind(item.iter, is_local) == "source":
+            if isinstance(item, cst.For) and _iterable_kind(item.iter, is_local, root) == "source":
                 return True
     return False
 

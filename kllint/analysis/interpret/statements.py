@@ -226,7 +226,7 @@ class Statements(LoopState):
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter, frame)
             element = self._element(iterable, node.iter, frame)
-            if reuses_one_batch(node, lambda name: _local(frame.env.get(name))) \
+            if reuses_one_batch(node, lambda name: _local(frame.env.get(name)), frame.root) \
                     and not accumulates_gradients(node, frame.root):
                 update = UpdateLoop(frame.module.source(node.iter).strip())
                 epoch_loop = epoch_loop or update.source
