@@ -349,11 +349,18 @@ def vocabulary_max(it: InterpreterLike, t: Tensor, name: str) -> Tensor | None:
 
 
 def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:
-    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
+    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref),
+    times the constant it is written with (`p * (log q - log p)`, the log terms swapped, is its
+    negative: a penalty that sign then maximises)."""
     value = on_policy_value(t.expr, it.algebra.table)
-    if proportional(value, tm.exp(LP) * LOGRATIO) is None:
+    scale = proportional(value, tm.exp(LP) * LOGRATIO)
+    if scale is None:
         return None
-    return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
+    kl = it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
+    if abs(scale - 1) < 1e-9:
+        return kl
+    factor = round(scale) if abs(scale - round(scale)) < 1e-9 else scale
+    return kl.with_(expr=it.algebra.number(factor).expr * kl.expr)
 
 
 def _square_root(expr: tm.Term) -> tm.Term:

@@ -257,7 +257,10 @@ def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear
             # whitening `(A - mean(A)) * rsqrt(var(A))`: a batch scale keeps A's terms affine
             scaled = kl_factor and all(_batch_scale(a, algebra) for i, a in enumerate(node.args)
                                        if i != index and algebra.kl_symbols(a))
-            walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
+            # a score-function coefficient's sign is that of its weight on the live log-probs
+            factor = tm.Mul(*(a for a in others.args if not algebra.live(a))) if coefficient and others.is_Mul \
+                else (tm.ONE if coefficient else others)
+            walk(arg, sign * sign_of(factor), "none" if coefficient else reduced, live or live_others,
                  not kl_factor, live_here or live_others, through_call=scaled)
     elif isinstance(node, tm.Pow):
         base, exponent = node.args

@@ -16,7 +16,7 @@ from kllint.rules.base import RuleContext, estimator_words, occurrences, returne
 from kllint.rules.fixes import estimate_for
 from kllint.rules.kl_fixes import loss_rewrite
 from kllint.rules.loss_terms import LossTerm, loss_terms
-from kllint.rules.reward import judge_reward_term
+from kllint.rules.reward import judge_reward_sign, judge_reward_term
 from kllint.rules.trace import loss_trace, root_cause
 
 
@@ -209,6 +209,8 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
             as_reward = [p for p in places if p.coefficient_of_live and p.affine]
         if not as_reward:
             continue
+        judge_reward_sign(symbol, as_reward, RewardFact(fact.loss, term.entry or fact.sink, "the policy-gradient coefficient",
+                                                        "returns", fact.call_stack), ctx)
         named = ctx.named_rewards.get(symbol)
         if named is not None:  # where it is stored as a reward or an advantage
             judge_reward_term(symbol, as_reward, RewardFact(fact.loss, named.sink, named.target, "returns",

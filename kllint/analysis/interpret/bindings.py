@@ -152,7 +152,7 @@ class Bindings:
             items = option.items if isinstance(option, Sequence) else (option,)
             for item in items:
                 if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
-                        and not self.fields.judged(item)):
+                        and not self.fields.judged(item, kind)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
     def _wrapped_expr(self, t: Tensor) -> tm.Term:
@@ -178,7 +178,7 @@ class Bindings:
         for option in alternatives(value):
             if isinstance(option, Tensor):
                 self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
-                                           frame.epoch_loop, entry_key))
+                                           self.stale_loop(frame), entry_key))
 
 
 def _detaches_in_place(statement: cst.CSTNode) -> bool:

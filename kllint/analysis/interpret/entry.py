@@ -191,7 +191,8 @@ class EntryPoints:
         # JAX and MLX differentiate only the parameters at these positions: the others are constants
         differentiated = self.grad_positions.get(name, (0,)) if is_grad_target else None
         frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
-                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(module, name, cls is not None),
+                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(
+                          module, name, cls is not None, cls=cls.name if cls is not None else "", index=self.index),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)

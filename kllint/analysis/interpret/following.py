@@ -14,6 +14,7 @@ from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
 from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.interpret.walk import values_used
+from kllint.analysis.interpret.loops import samples_from_policy
 from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
 from kllint.analysis.relevance import entry_units
@@ -49,6 +50,7 @@ class _CallMemo:
     fields_version: int | None = None  # the field store's version after it (None: it read no field)
     fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
     passed_choice: bool = False  # what it computes was chosen by arguments the caller passed on from its own caller
+    generates: bool = False  # the policy generated samples in its call tree
 
 
 class Calls:
@@ -65,6 +67,8 @@ class Calls:
         context = context_made(node, func, args, kwargs)
         if context is not None:
             return context
+        if isinstance(node.func, cst.Attribute) and samples_from_policy(node.func, func):
+            self.note_generation()  # fresh samples for the loops of updates running now
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
@@ -173,8 +177,8 @@ class Calls:
         if signature is None:
             signature = _exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
-                        _passes_on(node, frame),
+            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, self.stale_loop(frame), tuple(sorted(kwargs)),
+                        signature, _passes_on(node, frame),
                         (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
                         else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
@@ -193,7 +197,7 @@ class Calls:
                 if memo.passed_choice:
                     self.passes_choice.add(id(node))
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before = len(self.facts), self._cutoffs
+        facts_before, cutoffs_before, generations_before = len(self.facts), self._cutoffs, self.generations
         reach = _Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
@@ -218,7 +222,8 @@ class Calls:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
             self._plain_calls[memo_key + (depth,)] = _CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered), self.fields.version if read else None, read, passed_choice)
+                frozenset(reach.entered), self.fields.version if read else None, read, passed_choice,
+                self.generations != generations_before)
         return self._returned(result, self.anchor(node, frame))
 
     def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
@@ -360,6 +365,8 @@ class Calls:
     def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
         """A memoised helper call: its result, and its facts re-stated for this call site."""
         stack = frame.call_stack + (self.anchor(node, frame),)
+        if memo.generates:
+            self.note_generation()
         if frame.emit:
             for fact in memo.facts:
                 self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))

@@ -13,19 +13,22 @@ from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.loops import (
+    LoopState, UpdateLoop, accumulates_gradients, accumulating, reuses_one_batch, walks_positions,
+)
 from kllint.analysis.interpret.exposure import exposed_names
 from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
+    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
 MAX_COHERENT = 16
 
 
-class Statements:
+class Statements(LoopState):
     """Executes statements in a frame (a mixin of the interpreter)."""
 
     # ------------------------------------------------------------------ statements
@@ -219,13 +222,24 @@ class Statements:
         body = list(node.body.body)
         assigned = assigned_names(body)
         epoch_loop = frame.epoch_loop
+        update = None
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter, frame)
             element = self._element(iterable, node.iter, frame)
-            iter_source = frame.module.source(node.iter).strip()
-            iter_text = iter_source.lower()
-            if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
-                epoch_loop = epoch_loop or iter_source
+            if reuses_one_batch(node, lambda name: _local(frame.env.get(name)), frame.root) \
+                    and not accumulates_gradients(node, frame.root):
+                update = UpdateLoop(frame.module.source(node.iter).strip())
+                epoch_loop = epoch_loop or update.source
+        if update is not None:
+            self.update_loops.append(update)
+        try:
+            self._run_loop(node, body, assigned, frame, epoch_loop, update, element if isinstance(node, cst.For) else None)
+        finally:
+            if update is not None:
+                self.update_loops.pop()
+
+    def _run_loop(self, node: cst.For | cst.While, body: list, assigned: list[str], frame: Frame, epoch_loop: str,
+                  update: UpdateLoop | None, element: Value | None) -> None:
         # only a name an iteration may read before binding it carries a value around the loop
         exposed = exposed_names(node)
         carried = [n for n in assigned if n in frame.env and n in exposed]
@@ -237,13 +251,22 @@ class Statements:
             if isinstance(node, cst.For):
                 self.assign(node.target, element, probe, node)
             self.exec_block(body, probe)
+        # a loop through the positions of a sequence credits each token with the ones after it
+        # (returns, GAE); a loop over items of one shape (teachers, micro-batches) only adds
+        # them up: what it carries is its first value plus the increment, per token as before
+        positional = walks_positions(node)
+        summed: list[str] = []
         for name, placeholder in placeholders.items():
             grown = [option for option in alternatives(probe.env.get(name))
                      if isinstance(option, Tensor) and placeholder.expr in symbols_of(option.expr)]
-            if grown:
+            if grown and positional:
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
-        # pass 2: the real run
+            elif grown:
+                summed.append(name)
+        # pass 2: the real run (what the probe generated is not this iteration's)
+        if update is not None:
+            update.fresh = False
         run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
         for name, value in accumulators.items():
@@ -251,7 +274,31 @@ class Statements:
         if isinstance(node, cst.For):
             self.assign(node.target, element, run, node)
         self.exec_block(body, run)
+        for name in summed:
+            self._mark_accumulated(name, body, run)
         self._merge_envs(frame, [frame.env, run.env])
+
+    def _mark_accumulated(self, name: str, body: list, frame: Frame) -> None:
+        """A KL term added into a running total over items of one shape (`total += kl` over
+        teachers) enters that total where it is accumulated: one pass of the body gives its
+        value (first value plus one increment), the statement is where the term joins it."""
+        statement = next((s for s in accumulating(body, name)), None)
+        if statement is None:
+            return
+        anchor = self.anchor(statement, frame)
+        options = []
+        for option in alternatives(frame.env.get(name)):
+            if isinstance(option, Tensor):
+                wrapped = self.algebra.wrap(option)
+                for symbol in self.algebra.kl_symbols(wrapped):
+                    term = self.algebra.kterms[symbol]
+                    if term.entry is None:
+                        term.entry = anchor
+                # a total, no longer an estimate written here: later operations keep the term
+                option = option.with_(expr=wrapped)
+            options.append(option)
+        if options:
+            frame.env[name] = join(*options)
 
     def _element(self, iterable: Value, node: cst.BaseExpression, frame: Frame) -> Value:
         options = []
@@ -307,6 +354,12 @@ class Statements:
             if self.qualify(dotted_name(func) or "", module) in fw.NO_GRAD_CONTEXTS:
                 return True
         return False
+
+
+def _local(value: Value | None) -> bool:
+    """A local value or parameter (data), not a function, class, module or network."""
+    return value is not None and not any(isinstance(o, (FunctionRef, ClassRef, ModuleRef, Model))
+                                         for o in alternatives(value))
 
 
 def _returned_under(value: Value, conditions: tuple) -> Value:
