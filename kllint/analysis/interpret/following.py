@@ -1,9 +1,9 @@
 """Calls: evaluating a call expression, following project functions into their bodies with the
-caller's values bound, and memoising those calls (`_CallMemo`, keyed by `_signature_of` or
-`_exact_signature`) under the call depth limit `MAX_DEPTH`."""
+caller's values bound, and memoising those calls (`CallMemo`, keyed by `signature_of` or
+`exact_signature`) under the call depth limit `MAX_DEPTH`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable
 
 import libcst as cst
@@ -12,6 +12,9 @@ from kllint.analysis import calls
 from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
+from kllint.analysis.interpret.call_memo import (
+    CallMemo, Reach, argument_expressions, builds_a_record, exact_signature, passes_on, signature_of, unpacked_keywords,
+)
 from kllint.analysis.interpret.frames import Budget, Frame
 from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.interpret.loops import samples_from_policy
@@ -19,45 +22,19 @@ from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a
 from kllint.analysis.module import dotted_name
 from kllint.analysis.relevance import entry_units
 from kllint.analysis.symbolic import LP, LPD, REF
-from kllint.analysis.values import plain as _plain
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
 MAX_DEPTH = 5
 
 
-@dataclass
-class _Reach:
-    """How far a followed call's call tree went: the deepest frame depth that made a call, and
-    the functions entered (ids of their definitions)."""
-
-    deepest: int
-    entered: set[int]
-
-
-@dataclass(frozen=True)
-class _CallMemo:
-    """A memoised helper call: its result, its facts (with the call-stack prefix to replace),
-    and its call tree's reach (`reach` levels below the call, the functions `entered`)."""
-
-    result: Value
-    facts: list
-    prefix: int
-    reach: int
-    entered: frozenset[int]
-    fields_version: int | None = None  # the field store's version after it (None: it read no field)
-    fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
-    passed_choice: bool = False  # what it computes was chosen by arguments the caller passed on from its own caller
-    generates: bool = False  # the policy generated samples in its call tree
-
-
 class Calls:
     """Evaluates calls and follows project functions (a mixin of the interpreter)."""
 
-    _plain_calls: dict[tuple, _CallMemo]  # set up by the interpreter
-    _open_calls: list[_Reach]
+    _plain_calls: dict[tuple, CallMemo]  # set up by the interpreter
+    _open_calls: list[Reach]
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
         if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
@@ -101,7 +78,7 @@ class Calls:
                     elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
                     frame.env[container] = Sequence((join(*elements, item),))
                 return Literal(None)
-        if kwargs and _builds_a_record(node.func, func):
+        if kwargs and builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
         read = self.mapping_read(node, func, args, kwargs, frame)  # `d.get(key, default)` of an unseen mapping
@@ -125,7 +102,7 @@ class Calls:
             if arg.keyword is not None:
                 kwargs[arg.keyword.value] = self.eval(arg.value, frame)
             elif arg.star == "**":
-                for key, value in _unpacked_keywords(self.eval(arg.value, frame)):
+                for key, value in unpacked_keywords(self.eval(arg.value, frame)):
                     kwargs.setdefault(key, value)
             elif arg.star == "*":
                 self.eval(arg.value, frame)
@@ -144,7 +121,7 @@ class Calls:
         """Follow a project function with the caller's values bound to its parameters.
 
         Calls are memoised: by a summary of their arguments when these carry no log-prob or KL
-        (`_signature_of`), else by the arguments themselves (`_exact_signature`). A result
+        (`signature_of`), else by the arguments themselves (`exact_signature`). A result
         whose computation met no cut-off (depth limit, recursive call) is reused at other depths
         as long as its whole call tree still fits under MAX_DEPTH there and enters no function
         that is running at the new call site; other results are reused at the same depth only.
@@ -173,12 +150,12 @@ class Calls:
             return Unknown(ref.qualname)
         memo_key = None
         values = list(args) + [kwargs[k] for k in sorted(kwargs)]
-        signature = _signature_of(values)
+        signature = signature_of(values)
         if signature is None:
-            signature = _exact_signature(values, frame)
+            signature = exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
             memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, self.stale_loop(frame), tuple(sorted(kwargs)),
-                        signature, _passes_on(node, frame),
+                        signature, passes_on(node, frame),
                         (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
                         else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
@@ -198,7 +175,7 @@ class Calls:
                     self.passes_choice.add(id(node))
                 return self._replay(memo, node, frame)
         facts_before, cutoffs_before, generations_before = len(self.facts), self._cutoffs, self.generations
-        reach = _Reach(frame.depth, {key})
+        reach = Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
         limit = self.step_limit
@@ -220,7 +197,7 @@ class Calls:
             self.passes_choice.add(id(node))
         if memo_key is not None:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
-            self._plain_calls[memo_key + (depth,)] = _CallMemo(
+            self._plain_calls[memo_key + (depth,)] = CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered), self.fields.version if read else None, read, passed_choice,
                 self.generations != generations_before)
@@ -323,7 +300,7 @@ class Calls:
             callee_frame.env[positional[0].name.value] = ref.bound_self
             positional = positional[1:]
         explicit = []
-        positional_exprs, keyword_exprs = _argument_expressions(node)
+        positional_exprs, keyword_exprs = argument_expressions(node)
         passed_on = frame.explicit | frame.derived
         inherited = []
         for param in positional + list(params.kwonly_params):
@@ -362,7 +339,7 @@ class Calls:
             result = self.detach_value(result)
         return result, callee_frame
 
-    def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
+    def _replay(self, memo: "CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
         """A memoised helper call: its result, and its facts re-stated for this call site."""
         stack = frame.call_stack + (self.anchor(node, frame),)
         if memo.generates:
@@ -382,96 +359,3 @@ class Calls:
             else:
                 options.append(option)
         return join(*options)
-
-
-def _builds_a_record(callee: cst.BaseExpression, value: Value) -> bool:
-    """Whether a call builds a record from its keywords: a class of the project, `dict`, or a
-    library class (a capitalised name: `TensorDict`, a dataclass of outputs); not a function or a
-    method (`metrics.update(...)`, `logger.log(...)` only read their keywords)."""
-    if any(isinstance(option, ClassRef) for option in alternatives(value)):
-        return True
-    if any(isinstance(option, FunctionRef) for option in alternatives(value)):
-        return False
-    name = dotted_name(callee)
-    last = name.rsplit(".", 1)[-1] if name else ""
-    return last == "dict" or last[:1].isupper()
-
-
-def _unpacked_keywords(value: Value) -> list[tuple[str, Value]]:
-    """The keyword arguments `**value` passes: the keys every alternative of `value` holds (each
-    a dict with literal string keys), each with the join of its values; none otherwise."""
-    options = alternatives(value)
-    if not options or not all(isinstance(o, Mapping) for o in options):
-        return []
-    common = [key for key, _ in options[0].items if all(o.get(key) is not None for o in options[1:])]
-    return [(key, join(*(o.get(key) for o in options))) for key in dict.fromkeys(common) if key.isidentifier()]
-
-
-def _signature_of(values: list[Value]) -> tuple | None:
-    """A hashable summary of call arguments that carry no log-prob or KL (None otherwise): calls of
-    the same helper with the same summary give the same result, so it is computed once."""
-    parts: list[object] = []
-    for value in values:
-        if _plain(value):
-            parts.append("plain")
-        elif isinstance(value, Literal):
-            parts.append(("literal", repr(value.value)))
-        elif isinstance(value, ConfigValue):
-            parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
-        elif isinstance(value, Model):
-            # by name too: a network's forwards decide whether it is the reference by dataflow
-            # (`EntryPoints.references_by_dataflow`), so two networks are never one memo entry
-            parts.append(("model", value.role, value.name, value.frozen))
-        elif isinstance(value, Instance):
-            parts.append(("instance", id(value.cls.node), value.state))
-        elif isinstance(value, (Mapping, Sequence)):
-            items = [v for _, v in value.items] if isinstance(value, Mapping) else list(value.items)
-            inner = _signature_of(items)
-            if inner is None:
-                return None
-            parts.append((type(value).__name__, inner))
-        else:
-            return None
-    return tuple(parts)
-
-
-def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
-    """A memo key for calls whose arguments carry a log-prob or KL: the arguments themselves
-    (values compare by structure; an `Unknown` stands for any other, it carries nothing the
-    callee can tell apart) with the caller's branch conditions and loop kind, which the callee's
-    anchors and facts inherit. None when a value cannot be hashed."""
-    signature = ("exact", tuple("unknown" if isinstance(v, Unknown) else v for v in values), frame.conditions,
-                 frame.epoch_loop)
-    try:
-        hash(signature)
-    except TypeError:
-        return None
-    return signature
-
-
-def _argument_expressions(node: cst.CSTNode) -> tuple[list[cst.BaseExpression], dict[str, cst.BaseExpression]]:
-    """The expressions of a call's plain positional arguments (up to the first `*`) and of its
-    keyword arguments."""
-    positional: list[cst.BaseExpression] = []
-    keywords: dict[str, cst.BaseExpression] = {}
-    if isinstance(node, cst.Call):
-        placed = True
-        for arg in node.args:
-            if arg.keyword is not None:
-                keywords[arg.keyword.value] = arg.value
-            elif arg.star:
-                placed = False
-            elif placed:
-                positional.append(arg.value)
-    return positional, keywords
-
-
-def _passes_on(node: cst.CSTNode, frame: Frame) -> tuple:
-    """Which arguments of a call its caller computes from its own explicit parameters (positions
-    and keywords): part of a memoised call's key, since the choice they pass on is recorded."""
-    passed_on = frame.explicit | frame.derived
-    if not passed_on:
-        return ()
-    positional, keywords = _argument_expressions(node)
-    return (tuple(i for i, e in enumerate(positional) if not passed_on.isdisjoint(values_used(e))),
-            tuple(sorted(k for k, e in keywords.items() if not passed_on.isdisjoint(values_used(e)))))
