@@ -35,12 +35,14 @@ class Namer:
     by_name: bool = False
     _count: int = 0
     _given: dict[str, str] = field(default_factory=dict)
+    asked: set[str] = field(default_factory=set)  # the old names renamed
 
     def __post_init__(self) -> None:
         while any(re.fullmatch(re.escape(self.prefix) + r"\d+", name) for name in self.taken):
             self.prefix += self.prefix[0]  # `v1` is taken: `vv1`, ...
 
     def new(self, old: str) -> str:
+        self.asked.add(old)
         if self.by_name and old in self._given:
             return self._given[old]
         self._count += 1
@@ -181,9 +183,10 @@ def _nonlocals(wrapper: MetadataWrapper, plan: _Plan) -> None:
     wrapper.module.visit(Nonlocals())
 
 
-def rename_locals(source: str, namer: Namer | None = None) -> str:
+def rename_locals(source: str, namer: Namer | None = None, only: set[str] | None = None) -> str:
     """`source` with every local variable of every function, lambda and comprehension renamed
-    to a fresh neutral name (parameters, imports, nested `def`/`class` names untouched)."""
+    to a fresh neutral name (parameters, imports, nested `def`/`class` names untouched); with
+    `only`, just the variables of those names (to find which rename loses a finding)."""
     wrapper = MetadataWrapper(cst.parse_module(source))
     namer = namer or Namer("v", identifiers(source))
     skip = _Unrenamable()
@@ -193,7 +196,7 @@ def rename_locals(source: str, namer: Namer | None = None) -> str:
         if not isinstance(scope, (FunctionScope, ComprehensionScope)):
             continue
         for old, assignments in sorted(_bindings(scope).items()):
-            if old in skip.names or not all(type(a) is Assignment and isinstance(a.node, cst.Name)
+            if old in skip.names or only is not None and old not in only or not all(type(a) is Assignment and isinstance(a.node, cst.Name)
                                             for a in assignments):
                 continue
             _rename(plan, scope, old, assignments, namer.new(old))
@@ -290,7 +293,7 @@ def _keyword_plan(wrapper: MetadataWrapper, plan: _Plan, callees: dict[str, set[
     wrapper.module.visit(Calls())
 
 
-def rename_parameters(source: str, namer: Namer, callees: dict[str, set[str]]) -> str:
+def rename_parameters(source: str, namer: Namer, callees: dict[str, set[str]], only: set[str] | None = None) -> str:
     """`source` with the parameters of every `def` renamed by `namer` (give it `by_name=True`
     and share it across a corpus), except the first of a method; call keywords follow for the
     callees in `callees` (`parameters_by_callee` of every file of the corpus, merged)."""
@@ -301,7 +304,10 @@ def rename_parameters(source: str, namer: Namer, callees: dict[str, set[str]]) -
     for scope in _scopes(wrapper):
         groups = _bindings(scope) if isinstance(scope, FunctionScope) else {}
         for old in _renamed_parameters(scope, skip.names):
-            _rename(plan, scope, old, groups[old], namer.new(old))
+            if only is None or old in only:
+                _rename(plan, scope, old, groups[old], namer.new(old))
     _nonlocals(wrapper, plan)
+    if only is not None:
+        callees = {callee: names & only for callee, names in callees.items()}
     _keyword_plan(wrapper, plan, callees, namer)
     return wrapper.module.visit(_Rewrite(plan.names, plan.keywords)).code
