@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from metamorphic.move import MoveError, move_definitions
-from metamorphic.rename import Namer, identifiers, parameters_by_callee, rename_locals, rename_parameters
+from metamorphic.rename import Namer, Prepared, identifiers, parameters_by_callee, rename_locals, rename_parameters
 
 
 @dataclass(frozen=True)
@@ -93,18 +93,22 @@ def with_locals_renamed(original: Copy, target: Path) -> Copy:
 
 
 def with_parameters_renamed(original: Copy, target: Path) -> Copy:
-    texts = {name: (original.root / name).read_text(encoding="utf-8") for name in original.origin}
+    """Parameters renamed with one name per old name across the corpus, so that the keywords of
+    calls between files follow (each file parsed and scoped once for both passes)."""
     taken: set[str] = set()
     callees: dict[str, set[str]] = {}
-    for text in texts.values():
+    prepared: dict[str, Prepared] = {}
+    for name in original.origin:
+        text = (original.root / name).read_text(encoding="utf-8")
         taken |= identifiers(text)
         try:
-            for callee, names in parameters_by_callee(text).items():
-                callees.setdefault(callee, set()).update(names)
+            prepared[name] = Prepared.of(text)
         except Exception:  # noqa: BLE001 - the rewrite below reports the file
-            pass
+            continue
+        for callee, names in parameters_by_callee(prepared[name]).items():
+            callees.setdefault(callee, set()).update(names)
     namer = Namer("a", taken, by_name=True)
-    return _rewrite(original, target, lambda text, name: rename_parameters(text, namer, callees))
+    return _rewrite(original, target, lambda text, name: rename_parameters(prepared.get(name, text), namer, callees))
 
 
 def _dotted(root: Path, folder: Path) -> list[str]:

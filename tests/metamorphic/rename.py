@@ -132,6 +132,23 @@ class _Plan:
     renamed: dict[tuple[int, str], str] = field(default_factory=dict)  # (id(scope), old) -> new
 
 
+@dataclass
+class Prepared:
+    """A parsed module with its scopes and the names not to rename: computed once, used by
+    `parameters_by_callee` and `rename_parameters` alike."""
+
+    wrapper: MetadataWrapper
+    skip: set[str]
+    scopes: list
+
+    @classmethod
+    def of(cls, source: str) -> "Prepared":
+        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+        skip = _Unrenamable()
+        wrapper.module.visit(skip)
+        return cls(wrapper, skip.names, _scopes(wrapper))
+
+
 def _scopes(wrapper: MetadataWrapper) -> list:
     seen: dict[int, object] = {}
     for scope in wrapper.resolve(ScopeProvider).values():
@@ -187,16 +204,15 @@ def rename_locals(source: str, namer: Namer | None = None, only: set[str] | None
     """`source` with every local variable of every function, lambda and comprehension renamed
     to a fresh neutral name (parameters, imports, nested `def`/`class` names untouched); with
     `only`, just the variables of those names (to find which rename loses a finding)."""
-    wrapper = MetadataWrapper(cst.parse_module(source))
+    prepared = Prepared.of(source)
+    wrapper = prepared.wrapper
     namer = namer or Namer("v", identifiers(source))
-    skip = _Unrenamable()
-    wrapper.module.visit(skip)
     plan = _Plan()
-    for scope in _scopes(wrapper):
+    for scope in prepared.scopes:
         if not isinstance(scope, (FunctionScope, ComprehensionScope)):
             continue
         for old, assignments in sorted(_bindings(scope).items()):
-            if old in skip.names or only is not None and old not in only or not all(type(a) is Assignment and isinstance(a.node, cst.Name)
+            if old in prepared.skip or only is not None and old not in only or not all(type(a) is Assignment and isinstance(a.node, cst.Name)
                                             for a in assignments):
                 continue
             _rename(plan, scope, old, assignments, namer.new(old))
@@ -233,15 +249,13 @@ def _renamed_parameters(scope, skip: set[str]) -> list[str]:
     return sorted(names)
 
 
-def parameters_by_callee(source: str) -> dict[str, set[str]]:
+def parameters_by_callee(source: str | Prepared) -> dict[str, set[str]]:
     """Callee name -> the parameter names `rename_parameters` renames in a `def` of that name
     (a class's name stands for its `__init__`): which call keywords follow the rename."""
-    wrapper = MetadataWrapper(cst.parse_module(source))
-    skip = _Unrenamable()
-    wrapper.module.visit(skip)
+    prepared = source if isinstance(source, Prepared) else Prepared.of(source)
     found: dict[str, set[str]] = defaultdict(set)
-    for scope in _scopes(wrapper):
-        names = _renamed_parameters(scope, skip.names)
+    for scope in prepared.scopes:
+        names = _renamed_parameters(scope, prepared.skip)
         if not names:
             continue
         found[scope.node.name.value].update(names)
@@ -293,17 +307,17 @@ def _keyword_plan(wrapper: MetadataWrapper, plan: _Plan, callees: dict[str, set[
     wrapper.module.visit(Calls())
 
 
-def rename_parameters(source: str, namer: Namer, callees: dict[str, set[str]], only: set[str] | None = None) -> str:
+def rename_parameters(source: str | Prepared, namer: Namer, callees: dict[str, set[str]],
+                      only: set[str] | None = None) -> str:
     """`source` with the parameters of every `def` renamed by `namer` (give it `by_name=True`
     and share it across a corpus), except the first of a method; call keywords follow for the
     callees in `callees` (`parameters_by_callee` of every file of the corpus, merged)."""
-    wrapper = MetadataWrapper(cst.parse_module(source))
-    skip = _Unrenamable()
-    wrapper.module.visit(skip)
+    prepared = source if isinstance(source, Prepared) else Prepared.of(source)
+    wrapper = prepared.wrapper
     plan = _Plan()
-    for scope in _scopes(wrapper):
+    for scope in prepared.scopes:
         groups = _bindings(scope) if isinstance(scope, FunctionScope) else {}
-        for old in _renamed_parameters(scope, skip.names):
+        for old in _renamed_parameters(scope, prepared.skip):
             if only is None or old in only:
                 _rename(plan, scope, old, groups[old], namer.new(old))
     _nonlocals(wrapper, plan)
