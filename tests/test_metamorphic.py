@@ -28,6 +28,7 @@ import pytest
 from extra_cases import capabilities_dir, cases_dir
 from metamorphic.corpus import (Analysis, Copy, Differences, analyse, compare, copy_corpus, with_definitions_moved,
                                 with_locals_renamed, with_parameters_renamed)
+from metamorphic.imports import imported
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = {"fixtures": ROOT / "fixtures", "cases": cases_dir(), "capabilities": capabilities_dir()}
@@ -38,7 +39,8 @@ CORPUS_PARAMS = [pytest.param(name, id=name, marks=() if folder is not None else
     reason=f"no {name} folder (set KLLINT_DEV_SET or {'KLLINT_EXTRA_CASES' if name == 'cases' else 'KLLINT_CAPABILITIES'})"))
     for name, folder in CORPORA.items()]
 
-_RUNS: dict[tuple[str, str], tuple[Copy, Analysis]] = {}
+_COPIES: dict[tuple[str, str], Copy] = {}
+_RUNS: dict[tuple[str, str], Analysis] = {}
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +48,24 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("metamorphic")
 
 
+def copy_of(corpus: str, transformation: str, workdir: Path) -> Copy:
+    """The copy of `corpus`, as it is (`"original"`) or transformed (a key of TRANSFORMATIONS)."""
+    key = (corpus, transformation)
+    if key not in _COPIES:
+        if transformation == "original":
+            _COPIES[key] = copy_corpus(CORPORA[corpus], workdir / corpus / "original")
+        else:
+            original = copy_of(corpus, "original", workdir)
+            _COPIES[key] = TRANSFORMATIONS[transformation](original, workdir / corpus / transformation)
+    return _COPIES[key]
+
+
 def run(corpus: str, transformation: str, workdir: Path) -> tuple[Copy, Analysis]:
-    """The copy of `corpus` (`"original"` or a key of TRANSFORMATIONS) and its findings, once per module."""
+    """The copy and its findings, each analysed once per test module."""
     key = (corpus, transformation)
     if key not in _RUNS:
-        if transformation == "original":
-            copy = copy_corpus(CORPORA[corpus], workdir / corpus / "original")
-        else:
-            original, _ = run(corpus, "original", workdir)
-            copy = TRANSFORMATIONS[transformation](original, workdir / corpus / transformation)
-        _RUNS[key] = copy, analyse(copy)
-    return _RUNS[key]
+        _RUNS[key] = analyse(copy_of(corpus, transformation, workdir))
+    return _COPIES[key], _RUNS[key]
 
 
 def _differences(corpus: str, transformation: str, workdir: Path) -> tuple[Copy, Differences]:
@@ -93,3 +102,28 @@ def test_renaming_parameters_loses_findings_only_by_name(corpus: str, workdir: P
     _, differences = _differences(corpus, "parameters", workdir)
     # reported, not failed: a parameter's name may be the only evidence of a role
     print(_summary(differences, f"{corpus} with every parameter renamed"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus", CORPUS_PARAMS)
+def test_moved_modules_import_with_the_same_names(corpus: str, workdir: Path) -> None:
+    """Every module of the corpus that imports here (torch, jax installed) still imports once
+    split into a package, and defines the same top-level names (through the package's
+    `__init__`): the transformation kept the program."""
+    original, moved = copy_of(corpus, "original", workdir), copy_of(corpus, "moved", workdir)
+    split = sorted({source for name, (source, origin) in moved.origin.items() if origin is not None})
+    before = imported(original, split)
+    inits = {source: name for name, (source, origin) in moved.origin.items()
+             if origin is not None and name.endswith("__init__.py")}
+    after = imported(moved, [inits[name] for name in split])
+    importable = [name for name in split if isinstance(before[name], list)]
+    assert importable or not split, f"no module of {corpus} imports here: {before}"
+    problems = []
+    for name in importable:
+        names = after[inits[name]]
+        if isinstance(names, str):
+            problems.append(f"  {name}: {names}")
+        elif not set(before[name]) <= set(names):
+            problems.append(f"  {name}: no longer defines {sorted(set(before[name]) - set(names))}")
+    print(f"{len(importable)} of {len(split)} split modules import here")
+    assert not problems, "split modules that no longer import the same:\n" + "\n".join(problems)
