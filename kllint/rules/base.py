@@ -202,8 +202,10 @@ class Place:
     (`none`, `sum` over tokens, `rtg` inside reward-to-go / returns), and whether it multiplies
     a term that carries the policy's gradient (then it is a score-function coefficient, a reward,
     and `reduced` counts only the reductions inside the coefficient). `affine`: linear but for
-    functions the analysis cannot see into (`whiten(advantages)`). `token_coefficient`: the live
-    factor multiplies it inside its own token reduction."""
+    functions the analysis cannot see into (`whiten(advantages)`). `scaled`: linear but for batch
+    statistics that scale it (group normalisation `(A - mean(A)) / std(A)`); `in_scale`: the
+    occurrence is inside such a batch statistic (the `std(A)` itself). `token_coefficient`:
+    the live factor multiplies it inside its own token reduction."""
 
     sign: int
     reduced: str
@@ -211,30 +213,34 @@ class Place:
     linear: bool = True
     affine: bool = True
     token_coefficient: bool = False
+    scaled: bool = True
+    in_scale: bool = False
 
 
 def occurrences(expr: tm.Term, algebra: Algebra) -> dict[tm.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[tm.Symbol, list[Place]] = {}
-    _walk_occurrences(expr, 1, "none", False, (True, True), 0, algebra, found, False)
+    _walk_occurrences(expr, 1, "none", False, (True, True, True, False), 0, algebra, found, False)
     return found
 
 
-def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear: tuple[bool, bool], depth: int,
+def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear: tuple[bool, bool, bool, bool], depth: int,
                       algebra: Algebra, found: dict[tm.Symbol, list[Place]], live_here: bool) -> None:
-    """`linear` is (linear, affine), see `Place`; `live_here`: a live factor multiplies the node
+    """`linear` is (linear, affine, scaled, in_scale), see `Place`; `live_here`: a live factor multiplies the node
     inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
     # would keep the whole analysis of a file alive until the garbage collector runs
     if depth > 60:
         return
     if node in algebra.kterms:
-        found.setdefault(node, []).append(Place(sign, reduced, live, *linear, live_here))
+        found.setdefault(node, []).append(Place(sign, reduced, live, linear[0], linear[1], live_here, linear[2], linear[3]))
         return
 
     def walk(child: tm.Term, child_sign: int, child_reduced: str, child_live: bool, keep: bool,
-             child_here: bool, through_call: bool = False) -> None:
-        child_linear = (linear[0] and keep, linear[1] and (keep or through_call))
+             child_here: bool, through_call: bool = False, through_scale: bool = False,
+             into_scale: bool = False) -> None:
+        child_linear = (linear[0] and keep, linear[1] and (keep or through_call), linear[2] and (keep or through_scale),
+                        linear[3] or into_scale)
         _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
                           child_here)
 
@@ -261,7 +267,8 @@ def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear
             factor = tm.Mul(*(a for a in others.args if not algebra.live(a))) if coefficient and others.is_Mul \
                 else (tm.ONE if coefficient else others)
             walk(arg, sign * sign_of(factor), "none" if coefficient else reduced, live or live_others,
-                 not kl_factor, live_here or live_others, through_call=scaled)
+                 not kl_factor, live_here or live_others, through_call=scaled, through_scale=scaled,
+                 into_scale=kl_factor and bool(algebra.kl_symbols(arg)) and _batch_scale(arg, algebra))
     elif isinstance(node, tm.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not

@@ -226,19 +226,39 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
                                                         fact.call_stack), ctx)
 
 
+def _products(expr, algebra, limit: int = 2000) -> list:
+    """The products in `expr` and in the inner expressions of the reductions it holds, each seen
+    as written: expanding the reductions in place would cancel a group's centring
+    (`x - mean(x)` is 0 token by token)."""
+    found, stack, seen = [], [expr], set()
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        reduction = algebra.table.reductions.get(node)
+        if reduction is not None:
+            stack.append(reduction.inner)
+            continue
+        if isinstance(node, tm.Mul):
+            found.append(node)
+        stack.extend(getattr(node, "args", ()))
+    return found
+
+
 def weights_the_score_function(loss, symbol, ctx: RuleContext) -> bool:
     """Whether the KL term `symbol` multiplies the policy's log-probs themselves somewhere in the
     loss (`(scores - beta * kl) * logp`, the REINFORCE form), not an exponential of them (a ratio,
     which makes `k3 * ratio` a weighted loss term): dataflow, not the name, says it is a reward."""
     algebra = ctx.algebra
-    for node in tm.preorder_traversal(algebra.table.expand_reductions(algebra.wrap(loss))):
-        if not isinstance(node, tm.Mul):
-            continue
+    for node in _products(algebra.wrap(loss), algebra):
         holding = [a for a in node.args if a == symbol or symbol in algebra.kl_symbols(a)]
         others = [a for a in node.args if not (a == symbol or symbol in algebra.kl_symbols(a))]
-        if len(holding) != 1 or not others or not algebra.score_function_form(tm.Mul(*others)):
+        if not holding or not others or not algebra.score_function_form(tm.Mul(*others)):
             continue
-        places = occurrences(holding[0], algebra).get(symbol, [])
-        if places and all(p.linear for p in places):  # the weight is linear in the term, not `sigmoid(kl)`
+        places = occurrences(tm.Mul(*holding), algebra).get(symbol, [])
+        # the weight is linear in the term (up to a group normalisation), not `sigmoid(kl)`
+        weights = [p for p in places if not p.in_scale]
+        if weights and all(p.linear or p.scaled for p in weights):
             return True
     return False
