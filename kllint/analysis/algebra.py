@@ -352,7 +352,8 @@ class Algebra:
             return False
         for estimate, factor in ((a, b), (b, a)):
             if (estimate.anchor is not None and self.is_kl_candidate(estimate) and not self.live(estimate.expr)
-                    and not self.table.reductions_in(estimate.expr)  # a credited surrogate stays one
+                    # a credited surrogate (the reference only inside a reward-to-go) stays one
+                    and (not self.table.reductions_in(estimate.expr) or REF in symbols_of(estimate.expr))
                     and LP in self.table.role_symbols(factor.expr)
                     and REF not in self.table.role_symbols(factor.expr)
                     and classify_value(estimate.expr, self.table) is not None):

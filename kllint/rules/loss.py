@@ -216,7 +216,7 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
             judge_reward_term(symbol, as_reward, RewardFact(fact.loss, named.sink, named.target, "returns",
                                                             named.call_stack), ctx)
             continue
-        sink = term.entry or fact.sink
+        sink = term.entry or term.anchor or fact.sink  # where the coefficient is formed, else where it is differentiated
         # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)
         # (for an estimate whose form is seen: a tensor only named as a KL may be anything)
         if term.estimator is not None:
