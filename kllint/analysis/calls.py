@@ -24,6 +24,7 @@ from kllint.analysis.module import dotted_name
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.tensor_calls import (
+    reward_to_go,
     argument, literal_value, model_argument, negative_logprob, tensor_function, tensor_method,
 )
 from kllint.analysis.values import (
@@ -397,7 +398,7 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         if "whiten" not in lowered and "normalize" not in lowered:
             return it.algebra.reduce(first, "sum", frame.call_stack + (it.anchor(node, frame),))
     if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
-        return it.algebra.reduce(first, "rtg", frame.call_stack + (it.anchor(node, frame),))
+        return reward_to_go(it, first, it.anchor(node, frame), frame)
     if {"cross", "entropy"} <= toks or "nll" in toks:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("none"))))
     # a helper that only moves elements, or AMP's `scaler.scale(loss)` (the loss times a positive

@@ -13,12 +13,12 @@ from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis.estimators import classify_value, on_policy_value
-from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, SinkKind
+from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, RewardFact, SinkKind
 from kllint.analysis.numeric import proportional
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LOGRATIO, LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+    Alts, Anchor, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
 
@@ -314,7 +314,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
                 return summed
         return algebra.reduce(obj, "sum", frame.call_stack + (anchor,))
     if name in fw.CUMULATIVE:
-        return algebra.reduce(obj, "rtg", frame.call_stack + (anchor,))
+        return reward_to_go(it, obj, anchor, frame)
     if name in ("max", "amax") and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
         found = vocabulary_max(it, obj, name)
         if found is not None:
@@ -368,3 +368,13 @@ def _square_root(expr: tm.Term) -> tm.Term:
     root, and the large normalisers (running variances) that reach one need not be examined."""
     return tm.sqrt(expr) if expr.is_number else tm.Pow(expr, tm.HALF, evaluate=False)
 
+
+def reward_to_go(it: InterpreterLike, t: Tensor, anchor: Anchor, frame: FrameLike) -> Tensor:
+    """`t` credited from the end (a cumulative sum over tokens: returns). A detached KL estimate
+    in it is a reward whatever the value is called: the returns are what a reward becomes
+    (`RewardFact`, target `returns`). A live one is left to the sink its returns reach (a
+    surrogate may still detach them)."""
+    wrapped = it.algebra.wrap(t)
+    if it.algebra.kl_symbols(wrapped) and not it.algebra.live(wrapped):
+        it.emit(frame, RewardFact(t, anchor, "returns", "rewards", frame.call_stack))
+    return it.algebra.reduce(t, "rtg", frame.call_stack + (anchor,))
