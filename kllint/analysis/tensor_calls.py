@@ -374,7 +374,13 @@ def reward_to_go(it: InterpreterLike, t: Tensor, anchor: Anchor, frame: FrameLik
     in it is a reward whatever the value is called: the returns are what a reward becomes
     (`RewardFact`, target `returns`). A live one is left to the sink its returns reach (a
     surrogate may still detach them)."""
+    note_reward_to_go(it, t, anchor, frame)
+    return it.algebra.reduce(t, "rtg", frame.call_stack + (anchor,))
+
+
+def note_reward_to_go(it: InterpreterLike, t: Tensor, anchor: Anchor, frame: FrameLike) -> None:
+    """The reward fact of `reward_to_go` (also for a loop that credits each position with the
+    ones after it)."""
     wrapped = it.algebra.wrap(t)
     if it.algebra.kl_symbols(wrapped) and not it.algebra.live(wrapped):
         it.emit(frame, RewardFact(t, anchor, "returns", "rewards", frame.call_stack))
-    return it.algebra.reduce(t, "rtg", frame.call_stack + (anchor,))

@@ -19,9 +19,10 @@ from kllint.analysis.interpret.loops import (
 from kllint.analysis.interpret.exposure import exposed_names
 from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
+from kllint.analysis.tensor_calls import note_reward_to_go
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
+    Alts, ClassRef, FunctionRef, Keyed, Literal, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
@@ -260,6 +261,9 @@ class Statements(LoopState):
             grown = [option for option in alternatives(probe.env.get(name))
                      if isinstance(option, Tensor) and placeholder.expr in symbols_of(option.expr)]
             if grown and positional:
+                for option in grown:
+                    note_reward_to_go(self, option.with_(expr=option.expr.subs(placeholder.expr, 0)),
+                                      self.anchor(node, frame), frame)
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
             elif grown:
