@@ -129,18 +129,18 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
                   if isinstance(exc, UnicodeDecodeError) else (str(exc) or type(exc).__name__))
         return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
                       digest)
-    # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
-    # or not the prefilter lets the file through, and libcst never sees code Python rejects.
+    # A file whose text names no KL nor reference is skipped unparsed (most of a project); the
+    # others go through `ast` first (cheap): KL900 then means "Python rejects it", and libcst
+    # never sees code Python rejects.
+    if prefilter and not prefilter_module.might_matter(text, settings.vocab):
+        return _skipped(digest)
     known = index.outline_of(item.path, text) if index is not None and item.content is None else None
     outline, error = (known, None) if known is not None else prefilter_module.parse_or_error(text)
     if error is not None:
         return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
                       digest)
-    if prefilter and not (prefilter_module.might_matter(text, settings.vocab)
-                          and prefilter_module.code_might_matter(outline, settings.vocab)):
-        outcome = _final([], digest)
-        outcome.skipped = True
-        return outcome
+    if prefilter and not prefilter_module.code_might_matter(outline, settings.vocab):
+        return _skipped(digest)
     too_deep = too_long_chain(text, outline)
     if too_deep is not None:
         return _final([syntax_diagnostic(display, f"{too_deep}; not checked")], digest)
@@ -181,6 +181,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
                    filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
                    suppressible=suppressible, foreign=foreign)
+
+
+def _skipped(digest: str | None) -> Outcome:
+    outcome = _final([], digest)
+    outcome.skipped = True
+    return outcome
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
