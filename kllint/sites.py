@@ -21,13 +21,15 @@ ESTIMATOR_NAMES = {"analytic": "full-vocabulary", "k3-inverted": "inverted k3", 
 @dataclass(frozen=True)
 class RoleSeen:
     """The evidence for one role of an estimate (`policy`, `reference`, `old`, `kl`): `role` as
-    the evidence names it (`policy, no gradient`), where it was decided."""
+    the evidence names it (`policy, no gradient`), where it was decided (in a helper: `via` the
+    call of the entry point that ran it)."""
 
     role: str
     evidence: str
     path: str
     line: int
     column: int
+    via: tuple[str, int, int] | None = None  # the call, in the entry point, that led there
 
     @property
     def by_name(self) -> bool:
@@ -42,7 +44,9 @@ class RoleSeen:
     def to_json(self) -> dict:
         place = {"path": self.path, "line": self.line, "column": self.column} if self.evidence else {
             "path": None, "line": None, "column": None}
-        return {"role": self.role, "evidence": self.evidence or None, "decided_by": self.decided_by, **place}
+        via = {"path": self.via[0], "line": self.via[1], "column": self.via[2]} if self.via else None
+        return {"role": self.role, "evidence": self.evidence or None, "decided_by": self.decided_by, **place,
+                "via": via}
 
 
 @dataclass(frozen=True)

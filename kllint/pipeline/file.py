@@ -99,8 +99,8 @@ def _site_in_cells(notebook: Notebook, site: "Site") -> "Site":
 
     cell = notebook.to_cell(Span(site.line, site.column, site.line, site.column + 1))[0]
     line, column = at(site.path, site.line, site.column)
-    roles = tuple(replace(r, line=at(r.path, r.line, r.column)[0], column=at(r.path, r.line, r.column)[1])
-                  for r in site.roles)
+    roles = tuple(replace(r, line=at(r.path, r.line, r.column)[0], column=at(r.path, r.line, r.column)[1],
+                          via=(r.via[0], *at(*r.via)) if r.via else None) for r in site.roles)
     judged = tuple((code, path, *at(path, line_, column_)) for code, path, line_, column_ in site.judged)
     return replace(site, line=line, column=column, cell=cell, roles=roles, judged=judged)
 

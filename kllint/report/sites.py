@@ -74,7 +74,8 @@ def render_text(sites: list[Site], findings: list[Diagnostic]) -> str:
             out.extend(textwrap.wrap(visible(line), WIDTH, initial_indent="  ", subsequent_indent="    ",
                                      break_on_hyphens=False))
         for role in site.roles:
-            text = (f"{role.role}: {role.evidence} ({_where(site, role.path, role.line, role.column)})"
+            via = f", called at {_where(site, *role.via)}" if role.via else ""
+            text = (f"{role.role}: {role.evidence} ({_where(site, role.path, role.line, role.column)}{via})"
                     if role.evidence else f"{role.role}: no evidence recorded")
             out.extend(textwrap.wrap(visible(text), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                      break_on_hyphens=False))
@@ -87,7 +88,15 @@ def site_json(site: Site, findings: list[Diagnostic]) -> dict:
     return {"path": escape_path(site.path), "cell": site.cell, "line": site.line, "column": site.column,
             "estimators": [e.to_json() for e in site.estimators], "fate": list(site.fates),
             "verdict": "findings" if codes else "correct", "codes": list(codes),
-            "roles": [dict(r.to_json(), path=escape_path(r.path) if r.path else None) for r in site.roles]}
+            "roles": [_role_json(r) for r in site.roles]}
+
+
+def _role_json(role) -> dict:
+    document = role.to_json()
+    document["path"] = escape_path(role.path) if role.path else None
+    if role.via:
+        document["via"]["path"] = escape_path(role.via[0])
+    return document
 
 
 def render_json(findings: list[Diagnostic], sites: list[Site]) -> str:

@@ -134,7 +134,9 @@ def _roles(terms: list[KLTerm], evidence: dict, algebra) -> tuple[RoleSeen, ...]
     for role in dict.fromkeys(r for r in ("policy", "reference", "old", "kl") if r in wanted):
         facts = [f for unit in dict.fromkeys(units) for f in evidence.get(unit, ()) if ESTIMATE_ROLES[f.role] == role]
         lines = list(dict.fromkeys(
-            RoleSeen(f.role, f.evidence, f.anchor.path, f.anchor.span.line, f.anchor.span.column)
+            RoleSeen(f.role, f.evidence, f.anchor.path, f.anchor.span.line, f.anchor.span.column,
+                     (f.call_stack[0].path, f.call_stack[0].span.line, f.call_stack[0].span.column)
+                     if f.call_stack else None)
             for f in facts))
         texts: set[str] = set()
         ordered = [line for line in lines if not line.by_name] + [line for line in lines if line.by_name]
