@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kllint.session import UsageError, _plural
+from kllint.session import UsageError
 
 
 def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:
@@ -21,4 +21,4 @@ def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> 
         raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None
     if not existed:
         return [f"No cache to remove at {directory}."]
-    return [f"Removed {directory} ({_plural(count, 'file')})."]
+    return [f"Removed {directory} ({count} file{'' if count == 1 else 's'})."]
