@@ -173,11 +173,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     if tracking:
         index.begin_tracking()
     gave_up: list[str] = []
-    seen: list | None = [] if sites else None
+    seen: list = []
+    extra = {"sites": seen} if sites else {}  # the KL estimates seen, only when the run lists them
     try:
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
                                  notes=gave_up, from_disk=item.content is None, budget=settings.time_budget,
-                                 sites=seen)
+                                 **extra)
     except AnalysisStopped as stop:
         note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
         return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
@@ -203,7 +204,7 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"
     return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
                    filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
-                   suppressible=suppressible, foreign=foreign, sites=seen or [])
+                   suppressible=suppressible, foreign=foreign, sites=seen)
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None
