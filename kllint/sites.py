@@ -30,6 +30,8 @@ class RoleSeen:
     line: int
     column: int
     via: tuple[str, int, int] | None = None  # the call, in the entry point, that led there
+    cell: int | None = None  # in a notebook: the cell of `line`
+    via_cell: int | None = None  # ... and of `via`
 
     @property
     def by_name(self) -> bool:
@@ -42,9 +44,10 @@ class RoleSeen:
         return "none" if not self.evidence else "name" if self.by_name else "dataflow"
 
     def to_json(self) -> dict:
-        place = {"path": self.path, "line": self.line, "column": self.column} if self.evidence else {
-            "path": None, "line": None, "column": None}
-        via = {"path": self.via[0], "line": self.via[1], "column": self.via[2]} if self.via else None
+        place = {"path": self.path, "cell": self.cell, "line": self.line, "column": self.column} if self.evidence \
+            else {"path": None, "cell": None, "line": None, "column": None}
+        via = {"path": self.via[0], "cell": self.via_cell, "line": self.via[1], "column": self.via[2]} \
+            if self.via else None
         return {"role": self.role, "evidence": self.evidence or None, "decided_by": self.decided_by, **place,
                 "via": via}
 

@@ -135,9 +135,10 @@ def test_json_object_form_and_site_schema(project):
         "verdict": "findings", "codes": ["KL102", "KL201"],
         "roles": [
             {"role": "policy", "evidence": "forward of `policy` with gradient tracking on", "decided_by": "dataflow",
-             "path": "train.py", "line": 5, "column": 30, "via": {"path": "train.py", "line": 9, "column": 16}},
+             "path": "train.py", "cell": None, "line": 5, "column": 30,
+             "via": {"path": "train.py", "cell": None, "line": 9, "column": 16}},
             {"role": "reference", "evidence": "name `ref_logprobs`", "decided_by": "name",
-             "path": "train.py", "line": 8, "column": 31, "via": None},
+             "path": "train.py", "cell": None, "line": 8, "column": 31, "via": None},
         ],
     }
     # the frozen network forwarded under no_grad beside the trained one is the reference by dataflow
@@ -148,7 +149,7 @@ def test_json_object_form_and_site_schema(project):
         ("reference", "dataflow",
          "forward of `anchor_net` only with gradient tracking off, in a step that runs `policy` with it on"),
     ]
-    assert reward["roles"][1]["via"] == {"path": "train.py", "line": 22, "column": 20}
+    assert reward["roles"][1]["via"] == {"path": "train.py", "cell": None, "line": 22, "column": 20}
     assert (metric["line"], metric["estimators"], metric["fate"], metric["verdict"]) == (
         33, [{"name": "k1", "when": None}], ["metric"], "correct")
     assert [(r["role"], r["decided_by"], r["evidence"]) for r in metric["roles"]] == [
@@ -191,6 +192,22 @@ def test_estimator_per_option(project):
     assert site["estimators"] == [{"name": "k1", "when": "`config.kl_estimator` is 'k1'"},
                                   {"name": "k3", "when": "`config.kl_estimator` is 'k3'"}]
     assert site["fate"] == ["loss"] and site["codes"] == ["KL101", "KL102", "KL201"]
+
+
+def test_notebook_sites_are_placed_per_cell(project):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# training"]}] + [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": part.splitlines(True)}
+        for part in TRAIN.split("\n\n\n")]
+    notebook = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    write(project / "train.ipynb", json.dumps(notebook))
+    k3, reward, metric = _sites(["--no-cache", "train.ipynb"])["sites"]
+    assert (k3["cell"], k3["line"], k3["column"], k3["codes"]) == (4, 4, 10, ["KL102", "KL201"])
+    assert [(r["cell"], r["line"], r["column"], r["via"]) for r in k3["roles"]] == [
+        (3, 2, 30, {"path": "train.ipynb", "cell": 4, "line": 2, "column": 16}), (4, 1, 31, None)]
+    assert (reward["cell"], reward["fate"], metric["cell"], metric["fate"]) == (5, ["reward"], 6, ["metric"])
+    result = run_cli(["check", "-q", "--no-cache", "--output-format", "concise", "--show-sites", "train.ipynb"])
+    assert "train.ipynb:cell 4:4:10\n  estimator: k3\n" in result.stdout
+    assert "    reference: name `ref_logprobs` (cell 4:1:31)\n" in result.stdout
 
 
 def test_cache_gives_the_same_sites(project):

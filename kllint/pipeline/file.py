@@ -91,18 +91,21 @@ def _site_in_cells(notebook: Notebook, site: "Site") -> "Site":
     """A site of a notebook's virtual source at its place per cell (its roles' places too)."""
     from dataclasses import replace
 
-    def at(path: str, line: int, column: int) -> tuple[int, int]:
+    def at(path: str, line: int, column: int) -> tuple[int | None, int, int]:
         if path != site.path or not line:
-            return line, column
-        span = notebook.to_cell(Span(line, column, line, column + 1))[1]
-        return span.line, span.column
+            return None, line, column
+        cell, span = notebook.to_cell(Span(line, column, line, column + 1))
+        return cell, span.line, span.column
 
-    cell = notebook.to_cell(Span(site.line, site.column, site.line, site.column + 1))[0]
-    line, column = at(site.path, site.line, site.column)
-    roles = tuple(replace(r, line=at(r.path, r.line, r.column)[0], column=at(r.path, r.line, r.column)[1],
-                          via=(r.via[0], *at(*r.via)) if r.via else None) for r in site.roles)
-    judged = tuple((code, path, *at(path, line_, column_)) for code, path, line_, column_ in site.judged)
-    return replace(site, line=line, column=column, cell=cell, roles=roles, judged=judged)
+    cell, line, column = at(site.path, site.line, site.column)
+    roles = []
+    for role in site.roles:
+        role_cell, role_line, role_column = at(role.path, role.line, role.column)
+        via_cell, *via = at(*role.via) if role.via else (None,)
+        roles.append(replace(role, line=role_line, column=role_column, cell=role_cell,
+                             via=(role.via[0], *via) if role.via else None, via_cell=via_cell))
+    judged = tuple((code, path, *at(path, line_, column_)[1:]) for code, path, line_, column_ in site.judged)
+    return replace(site, line=line, column=column, cell=cell, roles=tuple(roles), judged=judged)
 
 
 def _read_bounded(item: Discovered) -> "bytes | Outcome":

@@ -56,8 +56,10 @@ def _estimators(site: Site) -> str:
     return "; ".join(f"{e.name} when {e.when}" if e.when else e.name for e in site.estimators) or "unknown"
 
 
-def _where(site: Site, path: str, line: int, column: int) -> str:
-    return f"line {line}:{column}" if path == site.path else location(escape_path(path), line, column)
+def _where(site: Site, path: str, line: int, column: int, cell: int | None = None) -> str:
+    if path != site.path:
+        return location(escape_path(path), line, column, cell)
+    return f"cell {cell}:{line}:{column}" if cell is not None else f"line {line}:{column}"
 
 
 def render_text(sites: list[Site], findings: list[Diagnostic]) -> str:
@@ -74,8 +76,8 @@ def render_text(sites: list[Site], findings: list[Diagnostic]) -> str:
             out.extend(textwrap.wrap(visible(line), WIDTH, initial_indent="  ", subsequent_indent="    ",
                                      break_on_hyphens=False))
         for role in site.roles:
-            via = f", called at {_where(site, *role.via)}" if role.via else ""
-            text = (f"{role.role}: {role.evidence} ({_where(site, role.path, role.line, role.column)}{via})"
+            via = f", called at {_where(site, *role.via, role.via_cell)}" if role.via else ""
+            text = (f"{role.role}: {role.evidence} ({_where(site, role.path, role.line, role.column, role.cell)}{via})"
                     if role.evidence else f"{role.role}: no evidence recorded")
             out.extend(textwrap.wrap(visible(text), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                      break_on_hyphens=False))
