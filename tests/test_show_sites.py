@@ -161,6 +161,18 @@ def test_summary_counts_roles_decided_by_a_name_and_by_dataflow(project):
         "sites": 3, "roles_by_dataflow": 3, "roles_by_name": 3, "roles_without_evidence": 0}
 
 
+def test_a_role_without_evidence_of_its_own_shows_its_network(project):
+    """JAX: the log-probs of the weights a grad transform differentiates are the policy's; the
+    evidence is the network's (`network:policy`), counted as dataflow."""
+    shutil.copy(Path(__file__).resolve().parents[1] / "fixtures" / "KL101" / "jax_grpo_log_ratio.py", "jax_step.py")
+    document = _sites(["--no-cache", "jax_step.py"])
+    [site] = document["sites"]
+    assert [(r["role"], r["evidence"], r["decided_by"], r["line"]) for r in site["roles"]] == [
+        ("network:policy", "an argument the grad transform of `grpo_loss` differentiates", "dataflow", 22),
+        ("reference", "name `ref_logp`", "name", 26)]
+    assert document["summary"]["roles_by_dataflow"] == document["summary"]["roles_by_name"] == 1
+
+
 def test_plain_json_is_unchanged_without_show_sites(project):
     result = run_cli(["check", "-q", "--no-cache", "--output-format", "json", "train.py"])
     document = json.loads(result.stdout)

@@ -36,7 +36,7 @@ def role_counts(sites: list[Site]) -> dict[str, int]:
     for site in sites:
         decided: dict[str, str] = {}
         for role in site.roles:  # a role is decided by dataflow when any of its evidence is dataflow
-            family = "policy" if role.role.startswith("policy") else role.role
+            family = role.role.removeprefix("network:").split(",")[0]
             if decided.get(family) != "dataflow":
                 decided[family] = role.decided_by
         for way in decided.values():
@@ -77,8 +77,9 @@ def render_text(sites: list[Site], findings: list[Diagnostic]) -> str:
                                      break_on_hyphens=False))
         for role in site.roles:
             via = f", called at {_where(site, *role.via, role.via_cell)}" if role.via else ""
-            text = (f"{role.role}: {role.evidence} ({_where(site, role.path, role.line, role.column, role.cell)}{via})"
-                    if role.evidence else f"{role.role}: no evidence recorded")
+            label = f"{role.role.removeprefix('network:')} network" if role.role.startswith("network:") else role.role
+            text = (f"{label}: {role.evidence} ({_where(site, role.path, role.line, role.column, role.cell)}{via})"
+                    if role.evidence else f"{label}: no evidence recorded")
             out.extend(textwrap.wrap(visible(text), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                      break_on_hyphens=False))
     return "\n".join(out) + "\n"

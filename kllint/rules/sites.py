@@ -27,6 +27,8 @@ ROLE_OF_SYMBOL = ((LP, "policy"), (LPD, "policy"), (REF, "reference"), (OLD, "ol
 # the roles of `RoleEvidence` that are roles of an estimate, by the role they stand for
 ESTIMATE_ROLES = {"policy": "policy", "policy, no gradient": "policy", "reference": "reference", "old": "old",
                   "kl": "kl"}
+# the roles of networks, whose evidence stands for that of their log-probs when those have none
+NETWORK_ROLES = {"network:policy": "policy", "network:reference": "reference", "network:old": "old"}
 MAX_EVIDENCE = 3  # per role of a site
 
 
@@ -114,14 +116,15 @@ def _evidence_by_unit(facts: Iterable[object]) -> dict:
     """(path, entry function) -> [RoleEvidence], in the order recorded."""
     found: dict = {}
     for fact in facts:
-        if isinstance(fact, RoleEvidence) and fact.role in ESTIMATE_ROLES:
+        if isinstance(fact, RoleEvidence) and (fact.role in ESTIMATE_ROLES or fact.role in NETWORK_ROLES):
             found.setdefault(_unit(fact.anchor, fact.call_stack), []).append(fact)
     return found
 
 
 def _roles(terms: list[KLTerm], evidence: dict, algebra) -> tuple[RoleSeen, ...]:
     """The evidence for each role the estimates read, recorded in the entry points that formed
-    them: per role, dataflow first, then names, at most `MAX_EVIDENCE`."""
+    them (the evidence of the network of that role when the log-probs have none): per role,
+    dataflow first, then names, at most `MAX_EVIDENCE`."""
     wanted: list[str] = []
     units: list[tuple[str, str]] = []
     for term in terms:
@@ -132,7 +135,9 @@ def _roles(terms: list[KLTerm], evidence: dict, algebra) -> tuple[RoleSeen, ...]
         units.append(_unit(term.anchor, term.anchor.stack))
     seen: list[RoleSeen] = []
     for role in dict.fromkeys(r for r in ("policy", "reference", "old", "kl") if r in wanted):
-        facts = [f for unit in dict.fromkeys(units) for f in evidence.get(unit, ()) if ESTIMATE_ROLES[f.role] == role]
+        recorded = [f for unit in dict.fromkeys(units) for f in evidence.get(unit, ())]
+        facts = [f for f in recorded if ESTIMATE_ROLES.get(f.role) == role] or [
+            f for f in recorded if NETWORK_ROLES.get(f.role) == role]  # the network's evidence
         lines = list(dict.fromkeys(
             RoleSeen(f.role, f.evidence, f.anchor.path, f.anchor.span.line, f.anchor.span.column,
                      (f.call_stack[0].path, f.call_stack[0].span.line, f.call_stack[0].span.column)

@@ -39,6 +39,10 @@ class RoleDecisions:
         """A network about to run its forward at `node`: its mode is noted
         (`references_by_dataflow`), and one found to be the reference by dataflow is the
         reference (with its evidence, `RoleEvidence`)."""
+        if model.role in ("reference", "old") and model.name and isinstance(node, cst.Call) and node.args:
+            # the network's role came from its name (dataflow makes only the policy's networks the reference)
+            evidence = self.reference_networks.get(model.name) or f"name `{model.name}` of the network forwarded"
+            self.note_role(self.anchor(node, frame), frame, model.role, evidence)
         if model.role != "policy" or not model.name:
             return model
         if frame.adapters_off:
