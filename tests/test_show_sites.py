@@ -251,6 +251,20 @@ def test_workers_return_the_sites(project, monkeypatch):
     assert two["summary"]["roles_by_name"] == 3 * (parallel.THRESHOLD + 2)
 
 
+def test_the_dev_set_tee_keeps_the_plain_findings_and_counts_the_roles(project, tmp_path_factory, capsys):
+    from devset_tee import main, sites_line
+
+    plain = run_cli(["check", "--no-cache", "--output-format", "json", str(project)]).stdout
+    reports = tmp_path_factory.mktemp("reports")
+    assert main([str(reports), "check", str(project), "--output-format", "json", "--no-cache"]) == 1
+    assert capsys.readouterr().out == plain
+    [record] = [json.loads(path.read_text()) for path in reports.glob("*.json")]
+    assert record["stdout"] == plain
+    assert record["sites"] == {"sites": 3, "roles_by_dataflow": 3, "roles_by_name": 3, "roles_without_evidence": 0}
+    assert sites_line(reports) == ("KL estimates seen: 3; roles decided by dataflow: 3, by a name: 3, "
+                                   "without evidence: 0")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--output-format", "sarif"], "--show-sites needs the full, concise or json output format, not sarif"),
     (["--statistics"], "--show-sites cannot be combined with --statistics"),
