@@ -71,6 +71,18 @@ class RewardFact:
 
 
 @dataclass
+class MetricFact:
+    """A value read out as a number or logged (`how`: `.item()`, `stored in `metrics``, `logged by
+    `wandb.log``): where an estimate ends when no gradient or reward takes it. No rule judges it;
+    `kllint check --show-sites` reports it."""
+
+    value: Tensor
+    sink: Anchor
+    how: str
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
 class ClampFact:
     """`exp` of a live, unbounded log-ratio clamped after the exponential: `clamped` is the
     clamp's expression (a `Clamp(...)` node, the marker the value carries from here on). The

@@ -68,4 +68,5 @@ class Interpreter(EntryPoints, RoleDecisions, Statements, Branches, Bindings, Ex
         self.reference_networks: dict[str, str] = {}  # networks that are the reference by dataflow -> the evidence
         self.noted_roles: set[tuple] = set()  # (node id, role, evidence) of the `RoleEvidence` recorded
         self.unit_forwards: dict[str, set[bool]] = {}  # as `forwards`, in the entry point running
+        self.forward_log: list[tuple[str, bool]] = []  # every forward noted, in order (replayed by memoised calls)
         self.reference_candidates: dict[str, list[str]] = {}  # network -> the networks trained beside it

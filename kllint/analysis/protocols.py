@@ -87,6 +87,10 @@ class InterpreterLike(Protocol):
         """Record that `value` is differentiated at `node`."""
         ...
 
+    def metric_sink(self, value: Value, node: cst.CSTNode, frame: FrameLike, how: str) -> None:
+        """Record that `value` is read out as a number or logged at `node`."""
+        ...
+
     def value_from_name(self, name: str, anchor: Anchor | None, frame: FrameLike, parameter: bool = False,
                         detached_source: bool = False) -> Value:
         """The value a name stands for when nothing else says (roles from names)."""

@@ -237,6 +237,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name == "get" and args and isinstance(args[0], Literal) and isinstance(args[0].value, str):
         return it.tensor_item(obj, args[0], node, frame)  # `out.get("log_probs")`: as `out["log_probs"]`
     if name in fw.CONSUME:
+        if name in ("item", "tolist", "numpy", "device_get"):
+            it.metric_sink(obj, node, frame, f"`.{name}()`")
         return Unknown("metric")
     if name == "log_prob" and obj.kind == "distribution":
         # `Categorical(logits=...).log_prob(tokens)`: the log-probs of the tokens under it

@@ -28,6 +28,7 @@ from kllint.rules.registry import BY_CODE
 
 if TYPE_CHECKING:
     from kllint.analysis.index import ProjectIndex
+    from kllint.sites import Site
 
 
 def parse_failure(error: SyntaxError) -> str:
@@ -49,17 +50,18 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 
 
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
-                 track: bool = False, prefilter: bool = True) -> Outcome:
+                 track: bool = False, prefilter: bool = True, sites: bool = False) -> Outcome:
     """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
     never raises for bad input. With `prefilter` off, the analysis runs even on files that name
-    no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    no KL or reference (their findings must be none: tests/test_prefilter.py). `sites`: the
+    outcome lists the KL estimates seen (`Outcome.sites`)."""
     if is_notebook(item.path):
-        return analyse_notebook(item, settings, index, prefilter)
-    return _analyse_python(item, settings, index, track, prefilter)
+        return analyse_notebook(item, settings, index, prefilter, sites)
+    return _analyse_python(item, settings, index, track, prefilter, sites)
 
 
 def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
-                     prefilter: bool = True) -> Outcome:
+                     prefilter: bool = True, sites: bool = False) -> Outcome:
     """A notebook's code cells checked as one module, findings reported per cell. A file that
     is not a notebook kllint can read is KL900; a notebook in another language has no findings."""
     display = item.display
@@ -76,12 +78,34 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
     if notebook is None:
         return _final([])
     virtual = Discovered(item.path, display, content=notebook.text.encode("utf-8"))
-    outcome = _analyse_python(virtual, settings, index, False, prefilter)
+    outcome = _analyse_python(virtual, settings, index, False, prefilter, sites)
     return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
                    [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
                    outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
                    file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
-                   stopped=outcome.stopped, thread_alive=outcome.thread_alive)
+                   stopped=outcome.stopped, thread_alive=outcome.thread_alive,
+                   sites=[_site_in_cells(notebook, site) for site in outcome.sites if site.path == display])
+
+
+def _site_in_cells(notebook: Notebook, site: "Site") -> "Site":
+    """A site of a notebook's virtual source at its place per cell (its roles' places too)."""
+    from dataclasses import replace
+
+    def at(path: str, line: int, column: int) -> tuple[int | None, int, int]:
+        if path != site.path or not line:
+            return None, line, column
+        cell, span = notebook.to_cell(Span(line, column, line, column + 1))
+        return cell, span.line, span.column
+
+    cell, line, column = at(site.path, site.line, site.column)
+    roles = []
+    for role in site.roles:
+        role_cell, role_line, role_column = at(role.path, role.line, role.column)
+        via_cell, *via = at(*role.via) if role.via else (None,)
+        roles.append(replace(role, line=role_line, column=role_column, cell=role_cell,
+                             via=(role.via[0], *via) if role.via else None, via_cell=via_cell))
+    judged = tuple((code, path, *at(path, line_, column_)[1:]) for code, path, line_, column_ in site.judged)
+    return replace(site, line=line, column=column, cell=cell, roles=tuple(roles), judged=judged)
 
 
 def _read_bounded(item: Discovered) -> "bytes | Outcome":
@@ -103,17 +127,17 @@ def _read_bounded(item: Discovered) -> "bytes | Outcome":
 
 
 def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
-                    track: bool, prefilter: bool) -> Outcome:
+                    track: bool, prefilter: bool, sites: bool = False) -> Outcome:
     # the signature the cache's manifest may record the digest under is taken before the read
     signature = signature_of(item.path) if track and item.content is None else None
-    outcome = _analyse_source(item, settings, index, track, prefilter)
+    outcome = _analyse_source(item, settings, index, track, prefilter, sites)
     if outcome.digest is not None:
         outcome.signature = signature
     return outcome
 
 
 def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex | None",
-                    track: bool, prefilter: bool) -> Outcome:
+                    track: bool, prefilter: bool, sites: bool = False) -> Outcome:
     display = item.display
     raw = _read_bounded(item)
     if isinstance(raw, Outcome):
@@ -152,9 +176,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     if tracking:
         index.begin_tracking()
     gave_up: list[str] = []
+    seen: list = []
+    extra = {"sites": seen} if sites else {}  # the KL estimates seen, only when the run lists them
     try:
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
-                                 notes=gave_up, from_disk=item.content is None, budget=settings.time_budget)
+                                 notes=gave_up, from_disk=item.content is None, budget=settings.time_budget,
+                                 **extra)
     except AnalysisStopped as stop:
         note = f"analysis of {display} stopped after {settings.time_budget:g} s (time budget)"
         return Outcome([], [syntax_diagnostic(display, f"analysis stopped after {settings.time_budget:g} s "
@@ -180,7 +207,7 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"
     return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
                    filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
-                   suppressible=suppressible, foreign=foreign)
+                   suppressible=suppressible, foreign=foreign, sites=seen)
 
 
 def _skipped(digest: str | None) -> Outcome:

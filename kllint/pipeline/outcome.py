@@ -46,3 +46,6 @@ class Outcome:
     # it calls, judged by what this file does with it), before selection and suppressions: the
     # run reports those placed in the files it checks (`kllint.pipeline.run`)
     foreign: list[Diagnostic] = field(default_factory=list)
+    # the KL estimates the analysis saw, in this file or others (`kllint.sites`; only when the
+    # run lists them: `kllint check --show-sites`, which bypasses the cache)
+    sites: list = field(default_factory=list)

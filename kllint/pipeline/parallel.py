@@ -132,7 +132,8 @@ def _internal_error(item: Discovered, message: str) -> Outcome:
     return Outcome([], [], [f"{item.display}: internal error: {message}"])
 
 
-def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> list[tuple[int, "Outcome"]]:
+def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool,
+               sites: bool = False) -> list[tuple[int, "Outcome"]]:
     """Analyse the files of one chunk with this worker's index; never raises for one file."""
     crash_on = {name for name in os.environ.get(CRASH_ENV, "").split(",") if name}
     results: list[tuple[int, Outcome]] = []
@@ -142,7 +143,7 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
         if item.path.name in crash_on:  # test-only, see the module docstring
             os._exit(70)
         try:
-            outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track)
+            outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track, sites=sites)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
             outcome = _internal_error(item, f"{type(exc).__name__}: {exc}")
         if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
@@ -231,7 +232,8 @@ def _terminate(executor: ProcessPoolExecutor) -> None:
         pass
 
 
-def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[Task], list[Task]]:
+def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
+           sites: bool = False) -> tuple[list[Task], list[Task]]:
     """One pool over `tasks`; returns (unfinished tasks, suspects) after a break, else ([], [])."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, wait
@@ -246,7 +248,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
         futures: dict[Future, list[Task]] = {}
         for part in parts:
             futures[executor.submit(_run_chunk, [(slot_of[t.position], t.item, t.settings) for t in part],
-                                    track)] = part
+                                    track, sites)] = part
         pending = set(futures)
         while pending:
             completed, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -273,7 +275,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done) -> tuple[list[
     return unfinished, suspects
 
 
-def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
+def _isolate(tasks: list[Task], track: bool, done: Done, sites: bool = False) -> None:
     """Run each task alone in a one-worker pool; a task that breaks it gets an internal error."""
     from concurrent.futures.process import BrokenProcessPool
 
@@ -282,7 +284,7 @@ def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
         for task in tasks:
             if executor is None:
                 executor = _executor(1, None)
-            future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track)
+            future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track, sites)
             try:
                 [(_, outcome)] = future.result()
             except BrokenProcessPool:
@@ -303,19 +305,21 @@ def _isolate(tasks: list[Task], track: bool, done: Done) -> None:
             executor.shutdown(wait=True)
 
 
-def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
+def analyse(tasks: list[Task], jobs: int, track: bool, done: Done, sites: bool = False) -> None:
     """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
-    once per task, in completion order, in this process (also after worker crashes)."""
+    once per task, in completion order, in this process (also after worker crashes). `sites`:
+    the outcomes list the KL estimates seen (`kllint check --show-sites`)."""
     remaining = list(tasks)
     while remaining:
-        unfinished, suspects = _round(remaining, jobs, track, done)
+        unfinished, suspects = _round(remaining, jobs, track, done, sites)
         if not unfinished:
             return
         if not suspects:  # broke before any file started: the workers cannot run at all
             indexes = IndexPerRoot()
             for task in unfinished:
-                done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path), track))
+                done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path), track,
+                                                 sites=sites))
             return
-        _isolate(suspects, track, done)
+        _isolate(suspects, track, done, sites)
         isolated = {task.position for task in suspects}
         remaining = [task for task in unfinished if task.position not in isolated]

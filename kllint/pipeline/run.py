@@ -41,11 +41,13 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)  # shown on stderr; the exit code is unchanged
     notes: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    sites: list = field(default_factory=list)  # the KL estimates seen in the checked files (`--show-sites`)
 
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
-        cache: "ResultCache | None" = None, prefilter: bool = True, keep_index: bool = False) -> RunResult:
+        cache: "ResultCache | None" = None, prefilter: bool = True, keep_index: bool = False,
+        sites: bool = False) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets the closest configuration:
@@ -57,12 +59,15 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     keeps the new ones. `prefilter=False` (for tests) analyses every file in this process.
     `keep_index`: the last project index is not freed when the run returns but held until the
     process ends, if it ends with `kllint.exit.fast_exit` (a check on the command line that
-    only reports after the run: `kllint.exit.keep_until_exit`).
+    only reports after the run: `kllint.exit.keep_until_exit`). `sites`: list the KL estimates
+    seen in the checked files (`RunResult.sites`); the cache, which does not keep them, is bypassed.
 
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
+    if sites:
+        cache = None
     checked = len(files)
     # the modules whose units call into the checked files, not checked themselves: analysed too,
     # for what they place in the checked files (a pre-commit run of one helper module)
@@ -99,13 +104,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         in_pool = (len(pending) > parallel.THRESHOLD and parallel.usable()
                    and parallel.worth_it([files[p] for p in pending]))
     if in_pool:
-        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done, sites)
     else:
         indexes = IndexPerRoot()
         with analysis_thresholds():
             for position in pending:
                 index = indexes.for_file(files[position].path)
-                outcome = analyse_file(files[position], per_file[position], index, track, prefilter)
+                outcome = analyse_file(files[position], per_file[position], index, track, prefilter, sites)
                 if outcome.stopped:
                     indexes.drop()
                 done(position, outcome)
@@ -141,6 +146,12 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
                 seen.add(key)
                 result.diagnostics.append(diagnostic)
     result.diagnostics.sort(key=lambda d: d.sort_key)
+    if sites:
+        from kllint.sites import merge_sites
+
+        checked_files = {item.display for item in files[:checked]}
+        result.sites = merge_sites([site for outcome in outcomes if outcome is not None for site in outcome.sites
+                                    if site.path in checked_files])
     return result
 
 

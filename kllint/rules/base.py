@@ -36,6 +36,7 @@ class RuleContext:
     line_length: int = 88  # the longest line a fix writes (`line-length`)
     choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
     direct_forwards: set = field(default_factory=set)  # node ids of reference forwards seen with no call stack
+    about: dict = field(default_factory=dict)  # (code, place) of a finding -> the KL-term symbols it judges
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
@@ -74,7 +75,7 @@ class RuleContext:
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
                estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "",
-               subject: str = "", root: object = None, clamped: Step | None = None) -> None:
+               subject: str = "", root: object = None, clamped: Step | None = None, about: object = None) -> None:
         """Record a finding at `anchor` (localised in the checked file). `message` may hold
         `{subject}`, the estimate's words (`subject`); findings of one code at one place from
         several paths are merged, each configuration said once (`diagnostics`).
@@ -82,7 +83,8 @@ class RuleContext:
         `root` names the estimate and sink a finding is about; `clamped`, the step where that
         estimate was clamped on this path, after it was formed. An estimate that reaches the sink
         clamped on one path and unclamped on another is one root cause: `diagnostics` keeps the
-        finding of the unclamped path and shows the clamp as a step of its trace."""
+        finding of the unclamped path and shows the clamp as a step of its trace. `about`: the
+        KL-term symbol judged (for `--show-sites`, which lists it with the estimate)."""
         if narrowed(anchor.conditions) is None:
             return  # no configuration takes this path
         located = self.localize(anchor, call_sites)
@@ -96,6 +98,8 @@ class RuleContext:
         lines = {(s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in trace}
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
+        if about is not None:
+            self.about.setdefault((code, primary.path, primary.span), set()).add(about)
         # a path whose root cause is not named is never a clamped echo: it keeps its finding
         path = (anchor.conditions, variant, subject, fix, (code, root) if root is not None else None, clamped)
         if key in self._pending:

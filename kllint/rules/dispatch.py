@@ -35,7 +35,8 @@ JUDGES: dict[type, tuple[Callable[[Any, RuleContext], None], ...]] = {
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
                  index: ProjectIndex | None = None, outline: ast.Module | None = None,
-                 notes: list[str] | None = None, from_disk: bool = False) -> list[Diagnostic]:
+                 notes: list[str] | None = None, from_disk: bool = False,
+                 sites: list | None = None) -> list[Diagnostic]:
     """All diagnostics of one module's analysis (unfiltered by selection and suppressions),
     wherever they are placed: mostly in the module itself, some in the modules its entry points
     call into (an estimate written in a helper module is reported there).
@@ -44,6 +45,8 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     list, a line is appended to it for each function the analysis abandoned (step budget, depth
     limit on a path that carries log-probs or KL terms). `from_disk`: `text` is what `path` holds
     on disk (then the run's other files importing it share its parse, `ProjectIndex.module_for_file`).
+    When `sites` is a list, the KL estimates the analysis saw are appended to it
+    (`kllint.rules.sites`, for `kllint check --show-sites`).
 
     Raises:
         SyntaxError: the source does not parse (reported as KL900 by `kllint.pipeline.file`).
@@ -68,7 +71,12 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     for fact in sorted(interpreter.facts, key=_traced_last):
         for judge in JUDGES.get(type(fact), ()):
             judge(fact, ctx)
-    return ctx.diagnostics()
+    diagnostics = ctx.diagnostics()
+    if sites is not None:
+        from kllint.rules.sites import observe_sites
+
+        sites.extend(observe_sites(ctx, interpreter.facts, diagnostics))
+    return diagnostics
 
 
 def _traced_last(fact: object) -> bool:

@@ -39,7 +39,8 @@ def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help:
     root, clamped = root_cause(item.term, ctx.algebra.table, item.fact.sink) if at_estimate else (None, None)
     ctx.report(code, anchor, message, help=help, trace=loss_trace(item.term, item.fact, ctx.algebra.table, note),
                call_sites=returned_through(item.term) if at_estimate else (), call_stack=item.fact.call_stack,
-               fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped, **extra)
+               fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped,
+               about=item.term.symbol, **extra)
 
 
 def straight_through(item: LossTerm) -> bool:

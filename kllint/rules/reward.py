@@ -44,7 +44,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    help=wording.detach_reward_help(framework),
                    trace=trace, call_sites=returned_through(term), call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("unsafe", "detach the KL term", None), subject=estimator_words(term), variant=name or "",
-                   root=root, clamped=clamped)
+                   root=root, clamped=clamped, about=symbol)
     if name not in (None, "k1"):
         ctx.report("KL302", term.anchor,
                    "{subject} is used as a reward: only k1 gives an unbiased gradient"
@@ -52,7 +52,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    help=wording.k1_reward_help(framework),
                    trace=trace, call_sites=returned_through(term), call_stack=fact.call_stack, fallback=fact.sink,
                    fix=reward_rewrite(term, ctx), estimate=estimate_for(term, ctx, usage="reward"), variant=name,
-                   subject=estimator_words(term), root=root, clamped=clamped)
+                   subject=estimator_words(term), root=root, clamped=clamped, about=symbol)
     per_token = term.per_token and (term.estimator is None or bool(term.expr.free_symbols & ROLE_SYMBOLS))
     if fact.kind == "returns" and per_token and any(p.reduced == "none" for p in places) and ctx.first("KL202", symbol):
         ctx.report("KL202", _entry_place(term, fact),
@@ -60,7 +60,7 @@ def judge_reward_term(symbol, places, fact: RewardFact, ctx: RuleContext, pathwi
                    help=wording.reward_to_go_help(framework),
                    trace=trace, call_stack=fact.call_stack, fallback=fact.sink,
                    fix=Fix("display-only", "use the reverse cumulative sum of the per-token KL"),
-                   estimate=estimate_for(term, ctx, usage="reward"))
+                   estimate=estimate_for(term, ctx, usage="reward"), about=symbol)
 
 
 def judge_reward_sign(symbol, places, fact: RewardFact, ctx: RuleContext) -> None:
@@ -75,7 +75,8 @@ def judge_reward_sign(symbol, places, fact: RewardFact, ctx: RuleContext) -> Non
     ctx.report("KL105", _entry_place(term, fact),
                "the KL penalty is added to the weight of the policy's log-probs, as a bonus: training maximises the divergence from the reference",
                help="subtract it from the reward: `weight = score - kl_coef * kl`",
-               trace=reward_trace(term, fact, ctx.algebra.table), call_stack=fact.call_stack, fallback=fact.sink)
+               trace=reward_trace(term, fact, ctx.algebra.table), call_stack=fact.call_stack, fallback=fact.sink,
+               about=symbol)
 
 
 def _entry_place(term, fact: RewardFact):

@@ -10,7 +10,7 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import keyed
 from kllint.analysis import roles
 from kllint.analysis.fields import KEY_FIELD
-from kllint.analysis.facts import LossFact, RewardFact, SinkKind
+from kllint.analysis.facts import LossFact, MetricFact, RewardFact, SinkKind
 from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import values_used
@@ -56,6 +56,8 @@ class Bindings:
                 self.output_loss_entry(entry, value, frame, statement)
             if name is not None:
                 last = name.split(".")[-1]
+                if METRIC_WORDS & set(roles.tokens(last)):
+                    self.metric_sink(value, statement, frame, f"stored in `{name}`")
                 self.check_reward_sink(last, value, frame, statement)
                 if isinstance(entry, str) and roles.sink_kind(last) is None:
                     self.check_reward_sink(entry, value, frame, statement)  # `batch["token_level_rewards"] = ...`
@@ -170,6 +172,20 @@ class Bindings:
                                                          or owner.lower().endswith(("loss", "objective")))):
             self.loss_sink(value, node, frame, SinkKind.LOSS_ENTRY, frame.function, entry_key=key)
 
+    def metric_sink(self, value: Value, node: cst.CSTNode, frame: Frame, how: str, depth: int = 0) -> None:
+        """Record that `value` (each KL estimate it holds, also in a dict or a tuple) is read out
+        as a number or logged at `node` (`MetricFact`)."""
+        if not frame.emit or depth > 3:
+            return
+        for option in alternatives(value):
+            if isinstance(option, (Mapping, Sequence)):
+                items = [v for _, v in option.items] if isinstance(option, Mapping) else option.items
+                for item in items:
+                    self.metric_sink(item, node, frame, how, depth + 1)
+            elif isinstance(option, Tensor) and option.anchor is not None and (
+                    self.algebra.is_kl_candidate(option) or self.algebra.kl_symbols(option.expr)):
+                self.facts.append(MetricFact(option, self.anchor(node, frame), how, frame.call_stack))
+
     def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, kind: SinkKind, name: str = "",
                   entry_key: str = "") -> None:
         """Record that `value` is differentiated at `node` (how: `kind`, through `name`)."""
@@ -179,6 +195,13 @@ class Bindings:
             if isinstance(option, Tensor):
                 self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
                                            self.stale_loop(frame), entry_key))
+
+
+# words of a container that keeps numbers to log (`metrics["kl"] = ...`, `stats[...]`)
+METRIC_WORDS = frozenset({"metrics", "metric", "stats", "statistics", "info", "infos", "logs", "log", "summary",
+                          "scalars", "logged", "diagnostics"})
+# methods that log their arguments (`wandb.log`, `self.log_dict`, `writer.add_scalar`)
+LOG_METHODS = frozenset({"log", "log_dict", "log_metrics", "add_scalar", "add_scalars", "log_scalar", "record"})
 
 
 def _detaches_in_place(statement: cst.CSTNode) -> bool:

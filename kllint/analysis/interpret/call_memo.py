@@ -39,6 +39,7 @@ class CallMemo:
     fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
     passed_choice: bool = False  # what it computes was chosen by arguments the caller passed on from its own caller
     generates: bool = False  # the policy generated samples in its call tree
+    forwards: tuple = ()  # the networks' forwards its call tree ran: (name, gradient tracking on)
 
 
 def builds_a_record(callee: cst.BaseExpression, value: Value) -> bool:

@@ -203,12 +203,16 @@ class EntryPoints:
                 continue
             if is_grad_target and position == 0 and (differentiated is None or 0 in differentiated):
                 frame.env[pname] = Model("policy", pname)
+                self.note_role(self.anchor(param, frame), frame, "network:policy",
+                               f"an argument the grad transform of `{name}` differentiates")
                 continue
             value = self.param_value(pname, param, frame)
             if differentiated is not None and position - (cls is not None) not in differentiated:
                 value = self.detach_value(value)  # a constant to the transform
             elif differentiated is not None and not isinstance(value, (Model, Tensor)):
                 value = Model("policy", pname)  # differentiated parameters: the policy's weights
+                self.note_role(self.anchor(param, frame), frame, "network:policy",
+                               f"an argument the grad transform of `{name}` differentiates")
             frame.env[pname] = value
         for param in params.kwonly_params:
             value = self.param_value(param.name.value, param, frame)

@@ -39,6 +39,10 @@ class RoleDecisions:
         """A network about to run its forward at `node`: its mode is noted
         (`references_by_dataflow`), and one found to be the reference by dataflow is the
         reference (with its evidence, `RoleEvidence`)."""
+        if model.role in ("reference", "old") and model.name and isinstance(node, cst.Call) and node.args:
+            # the network's role came from its name (dataflow makes only the policy's networks the reference)
+            evidence = self.reference_networks.get(model.name) or f"name `{model.name}` of the network forwarded"
+            self.note_role(self.anchor(node, frame), frame, model.role, evidence)
         if model.role != "policy" or not model.name:
             return model
         if frame.adapters_off:
@@ -47,14 +51,20 @@ class RoleDecisions:
             return model
         if not (isinstance(node, cst.Call) and node.args):
             return model  # a forward takes inputs (`state_dict()` is no forward)
-        self.forwards.setdefault(model.name, set()).add(not frame.no_grad)
-        self.unit_forwards.setdefault(model.name, set()).add(not frame.no_grad)
+        self.note_forward(model.name, not frame.no_grad)
         if model.name in self.reference_networks:
             self.note_role(self.anchor(node, frame), frame, "reference", self.reference_networks[model.name])
             return Model("reference", model.name, frozen=True)
         self.note_role(self.anchor(node, frame), frame, "policy, no gradient" if frame.no_grad else "policy",
                        f"forward of `{model.name}` with gradient tracking {'off' if frame.no_grad else 'on'}")
         return model
+
+    def note_forward(self, name: str, tracking: bool) -> None:
+        """A forward of the network `name`, with gradient tracking on or off (`close_unit`); a
+        memoised call replays those of its call tree."""
+        self.forwards.setdefault(name, set()).add(tracking)
+        self.unit_forwards.setdefault(name, set()).add(tracking)
+        self.forward_log.append((name, tracking))
 
     def note_role(self, anchor: Anchor | None, frame: Frame, value: Value | str, evidence: str) -> None:
         """Record why the value formed at `anchor` has its role (`RoleEvidence`: `value` is the

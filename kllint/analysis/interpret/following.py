@@ -12,6 +12,7 @@ from kllint.analysis import calls
 from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
+from kllint.analysis.interpret.bindings import LOG_METHODS
 from kllint.analysis.interpret.call_memo import (
     CallMemo, Reach, argument_expressions, builds_a_record, exact_signature, passes_on, signature_of, unpacked_keywords,
 )
@@ -78,6 +79,9 @@ class Calls:
                     elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
                     frame.env[container] = Sequence((join(*elements, item),))
                 return Literal(None)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in LOG_METHODS:
+            self.metric_sink(Sequence(tuple(args) + tuple(kwargs.values())), node, frame,
+                             f"logged by `{dotted_name(node.func) or node.func.attr.value}`")
         if kwargs and builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
@@ -175,6 +179,7 @@ class Calls:
                     self.passes_choice.add(id(node))
                 return self._replay(memo, node, frame)
         facts_before, cutoffs_before, generations_before = len(self.facts), self._cutoffs, self.generations
+        forwards_before = len(self.forward_log)
         reach = Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
@@ -200,7 +205,7 @@ class Calls:
             self._plain_calls[memo_key + (depth,)] = CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
                 frozenset(reach.entered), self.fields.version if read else None, read, passed_choice,
-                self.generations != generations_before)
+                self.generations != generations_before, tuple(self.forward_log[forwards_before:]))
         return self._returned(result, self.anchor(node, frame))
 
     def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
@@ -344,6 +349,8 @@ class Calls:
         stack = frame.call_stack + (self.anchor(node, frame),)
         if memo.generates:
             self.note_generation()
+        for name, tracking in memo.forwards:  # the reference by dataflow counts the forwards of each step
+            self.note_forward(name, tracking)
         if frame.emit:
             for fact in memo.facts:
                 self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))
