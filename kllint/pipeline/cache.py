@@ -196,7 +196,7 @@ class ResultCache:
             digest = manifest.digest(item.path)
             if manifest.skipped_result(name, digest):  # let go by the prefilter: nothing to load
                 self.hits += 1
-                return Outcome([], [], digest=digest, deps={})
+                return Outcome([], [], digest=digest, deps={}, skipped=True)
             entry = _load_entry(os.path.join(folder, name), self._real_folders)
             valid = (digest is not None and isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == package_of(item.path, self._packages)

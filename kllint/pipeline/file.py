@@ -8,6 +8,8 @@ the run (`kllint.pipeline.run`) always goes on with the other files. Worker proc
 from __future__ import annotations
 
 import hashlib
+import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kllint.config import Settings
@@ -84,13 +86,13 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
                    outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
                    file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
                    stopped=outcome.stopped, thread_alive=outcome.thread_alive,
-                   sites=[_site_in_cells(notebook, site) for site in outcome.sites if site.path == display])
+                   sites=[_site_in_cells(notebook, site) for site in outcome.sites if site.path == display],
+                   # placed in a module the notebook calls: their steps in the notebook per cell
+                   foreign=[replace(d, trace=notebook.map_diagnostic(d, display).trace) for d in outcome.foreign])
 
 
 def _site_in_cells(notebook: Notebook, site: "Site") -> "Site":
     """A site of a notebook's virtual source at its place per cell (its roles' places too)."""
-    from dataclasses import replace
-
     def at(path: str, line: int, column: int) -> tuple[int | None, int, int]:
         if path != site.path or not line:
             return None, line, column
@@ -201,7 +203,9 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     deps = None
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)
-    foreign = [d for d in found if d.path != display]
+    # placed in other files: kept under their real path (a display is relative to the current
+    # folder, and a checked file given by an absolute path is displayed so: matched by the run)
+    foreign = [replace(d, path=os.path.realpath(d.path)) for d in found if d.path != display]
     found = [d for d in found if d.path == display]
     warnings: list[str] = []
     suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"

@@ -4,7 +4,8 @@ files to analyse go to worker processes (`kllint.pipeline.parallel`), else they 
 here (`kllint.pipeline.file`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -159,13 +160,19 @@ def place_foreign_findings(files: list[Discovered], per_file: list[Settings], ou
     """Add to each checked file the findings other files' analyses placed in it (an estimate its
     helper writes, judged by what a caller does with it), then select and suppress its findings
     again with its own text and settings. `outcomes` may be longer than `files` (context files)."""
-    where = {item.display: position for position, item in enumerate(files)}
+    where: dict[str, int] | None = None  # checked files by real path, built when needed
     placed: dict[int, list[Diagnostic]] = {}
     for outcome in outcomes:
         for diagnostic in outcome.foreign if outcome is not None else ():
-            position = where.get(diagnostic.path)
-            if position is not None and outcomes[position] is not None and outcomes[position].filtered:
-                placed.setdefault(position, []).append(diagnostic)
+            if where is None:
+                where = {os.path.realpath(item.path): position for position, item in enumerate(files)
+                         if item.content is None}
+            position = where.get(diagnostic.path)  # foreign findings carry the real path
+            # a checked file let go by the prefilter (a helper whose code names no KL: its
+            # caller's analysis decides) takes them too; unreadable or unparsable ones do not
+            target = outcomes[position] if position is not None else None
+            if target is not None and (target.filtered or target.skipped) and not target.errors:
+                placed.setdefault(position, []).append(replace(diagnostic, path=files[position].display))
     for position, extra in placed.items():
         outcome = outcomes[position]
         keys = {(d.code, d.cell, d.span) for d in outcome.found}
