@@ -87,8 +87,9 @@ class InterpreterLike(Protocol):
         """Record that `value` is differentiated at `node`."""
         ...
 
-    def metric_sink(self, value: Value, node: cst.CSTNode, frame: FrameLike, how: str) -> None:
-        """Record that `value` is read out as a number or logged at `node`."""
+    def metric_sink(self, value: Value, node: cst.CSTNode, frame: FrameLike, how: str, depth: int = 0) -> None:
+        """Record that `value` is read out as a number or logged at `node` (`depth`: how deep
+        in containers the recursion is; callers leave it)."""
         ...
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: FrameLike, parameter: bool = False,

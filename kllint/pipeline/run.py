@@ -15,7 +15,7 @@ from kllint.diagnostics import Diagnostic
 from kllint.exit import keep_until_exit
 from kllint.memory import analysis_thresholds
 from kllint.pipeline.cache import cacheable
-from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.discovery import Discovered, safe_resolve
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
 from kllint.pipeline.selection import filter_found
@@ -201,12 +201,16 @@ def context_files(files: list[Discovered], settings: "Settings | SettingsSource"
     (`kllint.analysis.project.callers.upstream_files`); none when the run checks whole projects."""
     from kllint.analysis.project.callers import upstream_files
 
-    named = {item.path.resolve() for item in files if item.content is None}
+    named = {safe_resolve(item.path) for item in files if item.content is None}
     context: dict[Path, Discovered] = {}
     for item in files:
         if item.content is not None or item.path.suffix != ".py":
             continue
-        for path in upstream_files(item.path, named, getattr(settings, "vocab", None)):
+        try:
+            upstream = upstream_files(item.path, named, getattr(settings, "vocab", None))
+        except (OSError, RuntimeError):  # a symbolic link loop, an unreadable folder: no context
+            continue
+        for path in upstream:
             if path not in named and path not in context:
                 context[path] = Discovered(path, display_path(path))
     return list(context.values())

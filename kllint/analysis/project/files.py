@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from stat import S_ISREG
 
 from kllint.analysis.index import package_folders
 from kllint.config import DEFAULT_EXCLUDES
@@ -81,7 +82,8 @@ def read_text(path: Path) -> str | None:
     if known is not None and known[0] == key:
         return known[1]
     text: str | None = None
-    if stat.st_size <= MAX_FILE_BYTES:
+    # a FIFO, a device or a socket is never opened (it may block, or never end)
+    if stat.st_size <= MAX_FILE_BYTES and S_ISREG(stat.st_mode):
         try:
             text = path.read_bytes().decode("utf-8", errors="replace")
         except OSError:
