@@ -279,3 +279,20 @@ def test_usage(project, args, message):
 def test_help_describes_the_option():
     result = run_cli(["check", "--help"])
     assert "--show-sites" in result.stdout and "KL estimate" in result.stdout
+
+
+def test_a_helper_checked_by_its_absolute_path_lists_the_site_its_caller_sees(tmp_path, monkeypatch):
+    # the helper writes the k3 estimate, its caller (a context file of the run) makes it a loss:
+    # the site is seen by the caller's analysis and listed under the checked file's display
+    write(tmp_path / "pyproject.toml", "[project]\nname = 'p'\n")
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "kl.py", "def kl_penalty(logprob, ref_logprob):\n"
+                                      "    log_r = ref_logprob - logprob\n    return log_r.exp() - log_r - 1\n")
+    write(tmp_path / "pkg" / "train.py", "from pkg.kl import kl_penalty\n\n\ndef loss_fn(logprob, ref_logprob):\n"
+                                         "    return kl_penalty(logprob, ref_logprob).mean()\n")
+    monkeypatch.chdir(tmp_path)
+    absolute = (tmp_path / "pkg" / "kl.py").as_posix()
+    for shown in ("pkg/kl.py", absolute):
+        document = _sites(["--no-cache", shown])
+        assert {(d["path"], d["code"]) for d in document["findings"]} == {(shown, "KL102"), (shown, "KL201")}
+        assert [(s["path"], s["line"], s["fate"]) for s in document["sites"]] == [(shown, 3, ["loss"])]

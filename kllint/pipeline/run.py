@@ -150,10 +150,24 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     if sites:
         from kllint.sites import merge_sites
 
-        checked_files = {item.display for item in files[:checked]}
-        result.sites = merge_sites([site for outcome in outcomes if outcome is not None for site in outcome.sites
-                                    if site.path in checked_files])
+        result.sites = merge_sites(_sites_in(files[:checked], outcomes))
     return result
+
+
+def _sites_in(files: list[Discovered], outcomes: list["Outcome | None"]) -> list:
+    """The sites the analyses saw in the checked files, under the checked files' displays (a
+    site in a helper is seen by its callers' analyses under a display relative to the current
+    folder, the helper given by an absolute path is displayed so)."""
+    displays = {item.display for item in files}
+    by_real = {os.path.realpath(item.path): item.display for item in files if item.content is None}
+    found = []
+    for outcome in outcomes:
+        for site in outcome.sites if outcome is not None else ():
+            if site.path in displays:
+                found.append(site)
+            elif os.path.realpath(site.path) in by_real:
+                found.append(replace(site, path=by_real[os.path.realpath(site.path)]))
+    return found
 
 
 def place_foreign_findings(files: list[Discovered], per_file: list[Settings], outcomes: list["Outcome | None"]) -> None:
