@@ -88,8 +88,11 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
                 return Unknown("backward")
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
-            if roles.is_logprob_name(func.name) and not roles.names_a_quantity(func.name) and (args or kwargs):
-                # `ref_net.token_logps(ids)`: a method named for the network's log-probs runs its forward
+            if (roles.is_logprob_name(func.name) and not roles.names_a_quantity(func.name) and (args or kwargs)
+                    and roles.logprob_role(func.name) in ("policy", func.obj.role)):
+                # `ref_net.token_logps(ids)`: a method named for the network's log-probs runs its
+                # forward (one whose name gives another role, `actor.get_init_policy_logprobs(ids)`,
+                # is no forward of the receiver: its name decides, names last)
                 value = forward(it, func.obj, node, frame)
                 return value.with_(space="logits" if roles.is_logits_name(func.name) else "logprob") \
                     if isinstance(value, Tensor) else value

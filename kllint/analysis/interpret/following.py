@@ -328,6 +328,8 @@ class Calls:
                 expression = None
             if expression is not None and passed_on and not passed_on.isdisjoint(values_used(expression)):
                 inherited.append(pname)
+            if type(value) is Unknown:  # the caller knows nothing of it (an undefined global): names last
+                value = self._named_parameter(pname, param, callee_frame) or value
             callee_frame.env[pname] = value
         callee_frame.explicit = frozenset(explicit)
         callee_frame.inherited = frozenset(inherited)
@@ -355,6 +357,14 @@ class Calls:
             for fact in memo.facts:
                 self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))
         return self._returned(memo.result, stack[-1])
+
+    def _named_parameter(self, pname: str, param: cst.Param, frame: Frame) -> Value | None:
+        """The network or log-probs a parameter's name gives, for an argument the caller knows
+        nothing about; None when the name gives neither."""
+        named = self.value_from_name(pname, self.anchor(param, frame), frame, parameter=True)
+        if isinstance(named, Model) or (isinstance(named, Tensor) and self.algebra.table.role_symbols(named.expr)):
+            return named
+        return None
 
     def _returned(self, value: Value, site: Anchor) -> Value:
         options = []
