@@ -84,6 +84,11 @@ def cli() -> None:
               help="List the findings fixed (with --fix) or that --fix would fix, on stderr.")
 @click.option("--exit-non-zero-on-fix", is_flag=True,
               help="With --fix, exit 1 when a file was changed, even if no finding remains.")
+@click.option("--show-sites", is_flag=True,
+              help="After the findings, list every KL estimate the analysis saw: its place, estimator, fate "
+                   "(loss, reward, metric or unknown), verdict and the evidence for each role. With "
+                   "--output-format json the output becomes {\"findings\": [...], \"sites\": [...], "
+                   "\"summary\": {...}}. Bypasses the cache.")
 def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str, ...], select: tuple[str, ...],
           extend_select: tuple[str, ...], ignore: tuple[str, ...], config: str | None, isolated: bool,
           force_exclude: bool, fix: bool, unsafe_fixes: bool, diff: bool, add_noqa: bool,
@@ -92,7 +97,7 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
           confirm: bool, stdin_filename: str | None = None, quiet: bool = False,
           verbose: bool = False, show_files: bool = False, show_settings: bool = False,
           output_file: str | None = None, exclude: tuple[str, ...] = (), extend_exclude: tuple[str, ...] = (),
-          show_fixes: bool = False, exit_non_zero_on_fix: bool = False) -> None:
+          show_fixes: bool = False, exit_non_zero_on_fix: bool = False, show_sites: bool = False) -> None:
     """Check Python files and folders (default: the current folder) for KL gradient pitfalls.
 
     Exit codes: 0 no findings (or all fixed), 1 findings remain, 2 usage, configuration or
@@ -109,7 +114,7 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
         write_baseline=write_baseline, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir, confirm=confirm,
         quiet=quiet, verbose=verbose, show_files=show_files, show_settings=show_settings, output_file=output_file,
         exclude=exclude or None, extend_exclude=extend_exclude, show_fixes=show_fixes,
-        exit_non_zero_on_fix=exit_non_zero_on_fix, time_budget=time_budget,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, time_budget=time_budget, show_sites=show_sites,
     )
     try:
         code = run_check(options)
@@ -124,7 +129,8 @@ def check(paths: tuple[str, ...], output_format: str | None, reports: tuple[str,
               help="The cache folder to remove (default: .kllint_cache in the project root).")
 def clean(paths: tuple[str, ...], cache_dir: str | None) -> None:
     """Remove the result cache (.kllint_cache in the project root of PATHS, default: the current folder)."""
-    from kllint.session import UsageError, run_clean
+    from kllint.clean import run_clean
+    from kllint.session import UsageError
 
     try:
         lines = run_clean(paths or (".",), cache_dir)

@@ -54,10 +54,28 @@ class OutputContext:
     internal_errors: list[str]
     sources: dict[str, str] | None = None  # display -> text of buffers not read from disk (stdin)
     unsafe_fixes: bool = False
+    sites: list | None = None  # `--show-sites`: the KL estimates seen (`kllint.report.sites`), else None
+
+
+def with_sites(fmt: str, text: str, diagnostics: list[Diagnostic], context: OutputContext) -> str:
+    """`text` (the findings in `fmt`) with the KL estimates seen, when the run lists them:
+    the JSON object form, or a section after the findings (`kllint.report.sites`)."""
+    if context.sites is None:
+        return text
+    from kllint.report import sites
+
+    if fmt == "json":
+        return sites.render_json(diagnostics, context.sites)
+    return text + ("\n" if text.strip() else "") + sites.render_text(context.sites, diagnostics)
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], context: OutputContext) -> str:
-    """The text of one output format (for files, and for stdout except `full` on a terminal)."""
+    """The text of one output format (for files, and for stdout except `full` on a terminal),
+    with the KL estimates seen when `context.sites` holds them."""
+    return with_sites(fmt, _render(fmt, diagnostics, context), diagnostics, context)
+
+
+def _render(fmt: str, diagnostics: list[Diagnostic], context: OutputContext) -> str:
     if fmt != "sarif":  # SARIF percent-encodes file names itself
         from kllint.report.paths import printable
 
@@ -96,9 +114,11 @@ def write_stdout(fmt: str, diagnostics: list[Diagnostic], context: OutputContext
         from kllint.report import text
         from kllint.report.paths import printable
 
-        diagnostics = printable(diagnostics)
-        text.render(diagnostics, Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
+        text.render(printable(diagnostics), Console(file=stdout, no_color=bool(os.environ.get("NO_COLOR")),
                                          highlight=False), sources=context.sources, unsafe=context.unsafe_fixes)
+        if context.sites is not None:
+            stdout.write(with_sites(fmt, "", diagnostics, context))
+            stdout.flush()
         return
     stdout.write(render(fmt, diagnostics, context))
     stdout.flush()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TextIO
 
@@ -71,6 +71,7 @@ class CheckOptions:
     show_fixes: bool = False
     exit_non_zero_on_fix: bool = False
     time_budget: float | None = None
+    show_sites: bool = False
 
 
 def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -169,16 +170,17 @@ def open_cache(options: CheckOptions, say: Callable[[str], None] | None = None) 
 
 
 def _analyse(files: list[Discovered], resolver: SettingsResolver, show_progress: bool, err: Console,
-             jobs: int = 1, cache: "ResultCache | None" = None, keep_index: bool = False) -> RunResult:
+             jobs: int = 1, cache: "ResultCache | None" = None, keep_index: bool = False,
+             sites: bool = False) -> RunResult:
     if not show_progress:
-        return run(files, resolver, jobs=jobs, cache=cache, keep_index=keep_index)
+        return run(files, resolver, jobs=jobs, cache=cache, keep_index=keep_index, sites=sites)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err.get() if isinstance(err, LazyStderr) else err, transient=True) as bar:
         task = bar.add_task("check", total=len(files))
         return run(files, resolver, progress=lambda _item: bar.advance(task), jobs=jobs, cache=cache,
-                   keep_index=keep_index)
+                   keep_index=keep_index, sites=sites)
 
 
 def _plural(count: int, word: str) -> str:
@@ -239,6 +241,8 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     fmt = options.output_format or run_settings.output_format or "full"
+    if options.show_sites and views.sites_usage(options, fmt):
+        raise UsageError(views.sites_usage(options, fmt))
     baseline = None
     if options.baseline:
         from kllint.baseline import BaselineError, load
@@ -267,10 +271,11 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     show_progress = options.progress if options.progress is not None else (
         len(files) > PROGRESS_THRESHOLD and terminal and fmt not in MACHINE_FORMATS)
     jobs = options.jobs if options.jobs is not None else default_jobs()
-    cache = open_cache(options, None if options.quiet else lambda line: _say(err, line))
+    # the cache keeps no sites
+    cache = open_cache(options, None if options.quiet else lambda line: _say(err, line)) if not options.show_sites else None
     try:
         result = _analyse(files, resolver, bool(show_progress), err, jobs=jobs, cache=cache,  # fixes analyse again
-                          keep_index=not (options.fix or options.diff or options.add_noqa))
+                          keep_index=not (options.fix or options.diff or options.add_noqa), sites=options.show_sites)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     # errors always; remarks (a time budget run out, ...) and warnings (unknown codes in
@@ -348,7 +353,8 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
     selected: set[str] = set(run_settings.active_codes)
     for settings in resolver.used():
         selected |= settings.active_codes
-    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes)
+    context = _Context(frozenset(selected), list(result.internal_errors), buffers or None, options.unsafe_fixes,
+                       result.sites if options.show_sites else None)
     fixable = [d for d in diagnostics if is_applicable(d, options.unsafe_fixes)]
     if options.statistics:  # the table is the output, as in Ruff (a failed write: OutputError, run_check)
         stdout.write(views.statistics(diagnostics, fmt, {id(d) for d in fixable}))
@@ -359,7 +365,7 @@ def _run_check(options: CheckOptions, stdout: TextIO, err: Console,
 
     for report_fmt, path in reports:
         try:
-            write_output(path, render(report_fmt, diagnostics, context), "--report")
+            write_output(path, render(report_fmt, diagnostics, replace(context, sites=None)), "--report")
         except OutputFileError as exc:
             raise UsageError(str(exc)) from None
 
@@ -403,18 +409,3 @@ def confirm_findings(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         return confirm_all(diagnostics)
     except GradcheckError as exc:
         raise UsageError(str(exc)) from None
-
-
-def run_clean(paths: tuple[str, ...] = (".",), cache_dir: str | None = None) -> list[str]:
-    """`kllint clean`: remove the result cache of `paths` (or `cache_dir`); returns what to say.
-
-    Raises:
-        UsageError: the folder is not a kllint cache, or cannot be removed.
-    """
-    from kllint.pipeline.cache import clean, default_directory
-
-    directory = Path(cache_dir) if cache_dir else default_directory(paths or (".",))
-    try:
-        return clean(directory).lines(directory)
-    except OSError as exc:
-        raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None

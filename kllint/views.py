@@ -138,3 +138,16 @@ def unsafe_hint(diagnostics: list[Diagnostic], unsafe_fixes: bool, diff: bool = 
     how = ("Add `--unsafe-fixes` to include them in the diff." if diff else
            "Preview them with `--unsafe-fixes --diff` (they change the training gradient on purpose).")
     return [f"{fixes} can be enabled with the `--unsafe-fixes` option.", how]
+
+
+def sites_usage(options: object, fmt: str) -> str | None:
+    """Why `--show-sites` cannot be used in this run (None: it can): the sites go with the
+    findings of the full, concise and JSON formats, of a run that reports its findings."""
+    from kllint.report.sites import SHOWN_WITH
+
+    for flag in ("fix", "diff", "add_noqa", "write_baseline", "statistics", "show_files", "show_settings"):
+        if getattr(options, flag, False):
+            return f"--show-sites cannot be combined with --{flag.replace('_', '-')}"
+    if fmt not in SHOWN_WITH:
+        return f"--show-sites needs the full, concise or json output format, not {fmt}"
+    return None

@@ -22,3 +22,30 @@ def extra_cases_dir() -> Path | None:
 
 
 SKIP_REASON = f"{VARIABLE} is not set to a folder of annotated cases"
+
+
+DEV_SET_VARIABLE = "KLLINT_DEV_SET"
+CAPABILITIES_VARIABLE = "KLLINT_CAPABILITIES"
+
+
+def _folder(value: str) -> Path | None:
+    folder = Path(value).expanduser().resolve() if value.strip() else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def dev_set_folder(name: str) -> Path | None:
+    """`$KLLINT_DEV_SET/<name>` when `KLLINT_DEV_SET` names a folder that has it, else None."""
+    base = _folder(os.environ.get(DEV_SET_VARIABLE, ""))
+    return _folder(str(base / name)) if base is not None else None
+
+
+def cases_dir() -> Path | None:
+    """The annotated cases: `KLLINT_EXTRA_CASES`, else `$KLLINT_DEV_SET/cases` (None: neither)."""
+    return extra_cases_dir() or dev_set_folder("cases")
+
+
+def capabilities_dir() -> Path | None:
+    """The capability cases (small programs and packages, one construct each, same grammar):
+    `KLLINT_CAPABILITIES`, else `$KLLINT_DEV_SET/capabilities` (None: neither), the folder
+    .ci/run finds beside the cases folder."""
+    return _folder(os.environ.get(CAPABILITIES_VARIABLE, "")) or dev_set_folder("capabilities")

@@ -26,6 +26,35 @@ from kllint.report import json as report_json
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 
+# The KL estimate is written in train.py (findings are placed where the estimate is written: one
+# place per finding), from a log-ratio its helper module computes: the helper decides the verdict.
+# HELPER gives log(pi_ref / pi), train.py's k3 of it is KL102; SWAPPED_HELPER gives log(pi / pi_ref),
+# the same k3 then estimates the other direction (KL103): an edit of the helper alone changes
+# what is reported in train.py, so a cache entry of train.py kept after it would be stale.
+HELPER = """import torch
+
+
+def log_ratio(logprob, ref_logprob):
+    return ref_logprob - logprob
+"""
+SWAPPED_HELPER = HELPER.replace("return ref_logprob - logprob", "return logprob - ref_logprob")
+TRAIN = """import torch
+
+from pkg.kl import log_ratio
+
+
+def masked_mean(values, mask):
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def actor_loss(logprob, ref_logprob, advantages, response_mask, kl_coef=0.001):
+    pg = -advantages * torch.exp(logprob - logprob.detach())
+    log_r = log_ratio(logprob, ref_logprob)
+    kld = log_r.exp() - log_r - 1
+    return masked_mean(pg, response_mask) + kl_coef * masked_mean(kld, response_mask)
+"""
+# The other layout: the k3 estimate written in the helper module (reported there), judged a loss
+# by its caller in train.py: the finding is stored with train.py's entry (`Outcome.foreign`).
 K3_HELPER = """import torch
 
 
@@ -34,7 +63,7 @@ def kl_penalty(logprob, ref_logprob):
     return log_r.exp() - log_r - 1
 """
 K1_HELPER = K3_HELPER.replace("return log_r.exp() - log_r - 1", "return -log_r")
-TRAIN = """import torch
+K3_TRAIN = """import torch
 
 from pkg.kl import kl_penalty
 
@@ -52,12 +81,13 @@ def actor_loss(logprob, ref_logprob, advantages, response_mask, kl_coef=0.001):
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """tmp_path/proj: pyproject.toml, pkg/__init__.py, pkg/kl.py (a k3 helper), pkg/train.py."""
+    """tmp_path/proj: pyproject.toml, pkg/__init__.py, pkg/kl.py (a log-ratio helper), pkg/train.py
+    (a k3 of it as a loss)."""
     root = tmp_path / "proj"
     (root / "pkg").mkdir(parents=True)
     (root / "pyproject.toml").write_text("[project]\nname = 'proj'\n")
     (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "kl.py").write_text(K3_HELPER)
+    (root / "pkg" / "kl.py").write_text(HELPER)
     (root / "pkg" / "train.py").write_text(TRAIN)
     monkeypatch.chdir(root)
     return root
@@ -118,7 +148,7 @@ def test_second_run_hits_and_gives_the_same_result(project):
     directory = project / CACHE_DIR_NAME
     first, cache = check(["pkg"], directory)
     assert (cache.hits, cache.misses) == (0, 3)
-    assert ("pkg/train.py", 12, "KL102") in codes(first)
+    assert ("pkg/train.py", 13, "KL102") in codes(first)
     second, cache = check(["pkg"], directory)
     assert (cache.hits, cache.misses) == (3, 0)
     assert report_json.render(second.diagnostics) == report_json.render(first.diagnostics)
@@ -130,19 +160,19 @@ def test_changing_the_file_misses(project):
     (project / "pkg" / "train.py").write_text(TRAIN + "\n# edited\n")
     result, cache = check(["pkg"], directory)
     assert (cache.hits, cache.misses) == (2, 1)
-    assert ("pkg/train.py", 12, "KL102") in codes(result)
+    assert ("pkg/train.py", 13, "KL102") in codes(result)
 
 
 def test_changing_an_imported_helper_invalidates_the_importer(project):
     directory = project / CACHE_DIR_NAME
     before, _ = check(["pkg/train.py"], directory)
     assert {c for _, _, c in codes(before)} >= {"KL102"}
-    (project / "pkg" / "kl.py").write_text(K1_HELPER)  # k3 -> k1: a different finding
+    (project / "pkg" / "kl.py").write_text(SWAPPED_HELPER)  # the log-ratio swapped: a different finding
     after, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1 and cache.hits == 0
     fresh, _ = check(["pkg/train.py"], None)
     assert codes(after) == codes(fresh)
-    assert "KL101" in {c for _, _, c in codes(after)} and "KL102" not in {c for _, _, c in codes(after)}
+    assert "KL103" in {c for _, _, c in codes(after)} and "KL102" not in {c for _, _, c in codes(after)}
     again, cache = check(["pkg/train.py"], directory)
     assert cache.hits == 1 and codes(again) == codes(after)
 
@@ -152,7 +182,7 @@ def test_a_helper_that_appears_invalidates_the_importer(project):
     (project / "pkg" / "kl.py").unlink()
     before, _ = check(["pkg/train.py"], directory)
     assert "KL102" not in {c for _, _, c in codes(before)}
-    (project / "pkg" / "kl.py").write_text(K3_HELPER)
+    (project / "pkg" / "kl.py").write_text(HELPER)
     after, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1
     assert "KL102" in {c for _, _, c in codes(after)}
@@ -163,21 +193,21 @@ def test_comment_edit_of_a_helper_keeps_the_importer_but_code_edits_do_not(proje
     before, _ = check(["pkg/train.py"], directory)
     helper = project / "pkg" / "kl.py"
     # comments and blank lines between statements, and after the last one: same code digest
-    helper.write_text(K3_HELPER.replace("\n\ndef ", "\n# the k3 estimator\ndef ") + "\n# end\n")
+    helper.write_text(HELPER.replace("\n\ndef ", "\n# the log-ratio of the k3 estimate\ndef ") + "\n# end\n")
     same, cache = check(["pkg/train.py"], directory)
     assert (cache.hits, cache.misses) == (1, 0) and codes(same) == codes(before)
     # a line inserted before a statement moves it: positions are part of what the analysis reads
-    helper.write_text("\n" + K3_HELPER)
+    helper.write_text("\n" + HELPER)
     _, cache = check(["pkg/train.py"], directory)
     assert (cache.hits, cache.misses) == (0, 1)
     # a comment inside a definition is part of its code (libcst keeps it, fixes quote it)
-    helper.write_text(K3_HELPER.replace("    return log_r.exp()", "    # k3\n    return log_r.exp()"))
+    helper.write_text(HELPER.replace("    return ref_logprob", "    # log r\n    return ref_logprob"))
     _, cache = check(["pkg/train.py"], directory)
     assert cache.misses == 1
-    helper.write_text(K1_HELPER)  # same lines, other code
+    helper.write_text(SWAPPED_HELPER)  # same lines, other code
     after, cache = check(["pkg/train.py"], directory)
     fresh, _ = check(["pkg/train.py"], None)
-    assert cache.misses == 1 and codes(after) == codes(fresh) and "KL101" in {c for _, _, c in codes(after)}
+    assert cache.misses == 1 and codes(after) == codes(fresh) and "KL103" in {c for _, _, c in codes(after)}
 
 
 def test_a_symlinked_helper_pointed_at_another_copy_invalidates_the_importer(project):
@@ -185,8 +215,8 @@ def test_a_symlinked_helper_pointed_at_another_copy_invalidates_the_importer(pro
     # a copy that differs only in comments (the same code digest) is still a change
     for name in ("impl_a", "impl_b"):
         (project / name).mkdir()
-    (project / "impl_a" / "kl.py").write_text(K3_HELPER)
-    (project / "impl_b" / "kl.py").write_text(K3_HELPER + "# the copy for the B runs\n")
+    (project / "impl_a" / "kl.py").write_text(HELPER)
+    (project / "impl_b" / "kl.py").write_text(HELPER + "# the copy for the B runs\n")
     helper = project / "pkg" / "kl.py"
     helper.unlink()
     try:
@@ -209,8 +239,8 @@ def test_a_symlinked_helper_folder_pointed_at_another_copy_invalidates_the_impor
     for name in ("impl_a", "impl_b"):
         (project / name).mkdir()
         (project / name / "__init__.py").write_text("")
-    (project / "impl_a" / "kl.py").write_text(K3_HELPER)
-    (project / "impl_b" / "kl.py").write_text(K3_HELPER + "# the copy for the B runs\n")
+    (project / "impl_a" / "kl.py").write_text(HELPER)
+    (project / "impl_b" / "kl.py").write_text(HELPER + "# the copy for the B runs\n")
     folder = project / "pkg" / "helpers"
     try:
         folder.symlink_to(Path("..") / "impl_a", target_is_directory=True)
@@ -233,10 +263,88 @@ def test_a_symlinked_helper_folder_pointed_at_another_copy_invalidates_the_impor
 def test_a_helper_that_stops_parsing_invalidates_the_importer(project):
     directory = project / CACHE_DIR_NAME
     check(["pkg/train.py"], directory)
-    (project / "pkg" / "kl.py").write_text(K3_HELPER + "\n# (\ndef broken(:\n")
+    (project / "pkg" / "kl.py").write_text(HELPER + "\n# (\ndef broken(:\n")
     after, cache = check(["pkg/train.py"], directory)
     fresh, _ = check(["pkg/train.py"], None)
     assert cache.misses == 1 and codes(after) == codes(fresh)
+
+
+def _helper_writes_the_estimate(project: Path) -> None:
+    """The other layout: pkg/kl.py writes the k3 estimate, pkg/train.py makes it a loss."""
+    (project / "pkg" / "kl.py").write_text(K3_HELPER)
+    (project / "pkg" / "train.py").write_text(K3_TRAIN)
+
+
+def test_a_finding_placed_in_a_helper_by_its_caller_is_cached_and_refreshed_with_the_helper(project):
+    _helper_writes_the_estimate(project)
+    directory = project / CACHE_DIR_NAME
+    first, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (0, 3)
+    assert {(p, c) for p, _, c in codes(first)} == {("pkg/kl.py", "KL102"), ("pkg/kl.py", "KL201")}
+    second, cache = check(["pkg"], directory)  # kl.py's findings come from train.py's entry
+    assert (cache.hits, cache.misses) == (3, 0) and codes(second) == codes(first)
+    (project / "pkg" / "kl.py").write_text(K1_HELPER)  # k3 -> k1: a different finding
+    after, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (1, 2)  # kl.py and its importer analysed again
+    assert codes(after) == codes(check(["pkg"], None)[0])
+    assert ("pkg/kl.py", "KL101") in {(p, c) for p, _, c in codes(after)}
+    assert "KL102" not in {c for _, _, c in codes(after)}  # the old entry's placed finding is gone
+
+
+def test_a_caller_that_stops_making_the_estimate_a_loss_leaves_no_finding_in_the_cached_helper(project):
+    _helper_writes_the_estimate(project)
+    directory = project / CACHE_DIR_NAME
+    first, _ = check(["pkg"], directory)
+    assert ("pkg/kl.py", "KL102") in {(p, c) for p, _, c in codes(first)}
+    (project / "pkg" / "train.py").write_text(
+        K3_TRAIN.replace(" + kl_coef * masked_mean(kld, response_mask)", ""))
+    after, cache = check(["pkg"], directory)
+    assert (cache.hits, cache.misses) == (2, 1)  # kl.py's own entry is a hit: nothing stale in it
+    assert codes(after) == codes(check(["pkg"], None)[0]) == []
+
+
+def test_a_helper_checked_alone_gets_its_callers_findings_cold_and_warm(project):
+    # the run also analyses (and caches) the modules calling into the checked file; what they
+    # place in it is reported, what they place elsewhere is not, also from their cache entries
+    _helper_writes_the_estimate(project)
+    directory = project / CACHE_DIR_NAME
+    cold, cache = check(["pkg/kl.py"], directory)
+    assert (cache.hits, cache.misses) == (0, 2)  # kl.py and train.py, its caller
+    assert {(p, c) for p, _, c in codes(cold)} == {("pkg/kl.py", "KL102"), ("pkg/kl.py", "KL201")}
+    warm, cache = check(["pkg/kl.py"], directory)
+    assert (cache.hits, cache.misses) == (2, 0) and codes(warm) == codes(cold)
+    caller, cache = check(["pkg/train.py"], directory)
+    assert cache.hits == 1 and codes(caller) == []  # written in kl.py, which is not checked
+    (project / "pkg" / "train.py").write_text(
+        K3_TRAIN.replace(" + kl_coef * masked_mean(kld, response_mask)", ""))
+    after, cache = check(["pkg/kl.py"], directory)
+    assert codes(after) == codes(check(["pkg/kl.py"], None)[0]) == []
+
+
+def test_a_helper_let_go_by_the_prefilter_still_gets_its_callers_findings(project):
+    # a helper whose code names no KL nor reference is skipped unparsed when checked; its
+    # caller's analysis still follows it and places the estimate there (cold, and from the
+    # manifest's skipped result when warm)
+    helper = K3_HELPER.replace("kl_penalty", "penalty").replace("ref_logprob", "b").replace("logprob", "a")
+    (project / "pkg" / "util.py").write_text(helper)
+    (project / "pkg" / "train.py").write_text(K3_TRAIN.replace("from pkg.kl import kl_penalty",
+                                                               "from pkg.util import penalty as kl_penalty"))
+    directory = project / CACHE_DIR_NAME
+    for hits in (0, 4):  # __init__.py, kl.py, train.py, util.py
+        result, cache = check(["pkg"], directory)
+        assert cache.hits == hits
+        assert {(p, c) for p, _, c in codes(result)} == {("pkg/util.py", "KL102"), ("pkg/util.py", "KL201")}
+    assert codes(result) == codes(check(["pkg"], None)[0])
+
+
+def test_findings_placed_in_a_checked_file_given_by_its_absolute_path_are_reported(project):
+    _helper_writes_the_estimate(project)
+    directory = project / CACHE_DIR_NAME
+    for paths in ([str(project.resolve() / "pkg")], [str(project.resolve() / "pkg" / "kl.py")]):
+        for cached in (None, directory, directory):
+            result, _ = check(paths, cached)
+            assert {(p, c) for p, _, c in codes(result)} == {
+                ((project.resolve() / "pkg" / "kl.py").as_posix(), code) for code in ("KL102", "KL201")}
 
 
 def test_unrelated_module_does_not_invalidate(project):
@@ -267,7 +375,7 @@ def test_suppression_comment_edit_is_seen(project):
     directory = project / CACHE_DIR_NAME
     check(["pkg"], directory)
     text = (project / "pkg" / "train.py").read_text().replace(
-        "kld = kl_penalty(logprob, ref_logprob)", "kld = kl_penalty(logprob, ref_logprob)  # noqa: KL102, KL201")
+        "kld = log_r.exp() - log_r - 1", "kld = log_r.exp() - log_r - 1  # noqa: KL102, KL201")
     (project / "pkg" / "train.py").write_text(text)
     result, _ = check(["pkg"], directory)
     assert not [c for c in codes(result) if c[0] == "pkg/train.py" and c[2] in ("KL102", "KL201")]
@@ -332,7 +440,7 @@ def test_parallel_run_fills_the_cache_and_warm_run_matches(project):
     plain, _ = check(["pkg"], None, jobs=1)
     assert report_json.render(cold.diagnostics) == report_json.render(warm.diagnostics) \
         == report_json.render(plain.diagnostics)
-    (project / "pkg" / "kl.py").write_text(K1_HELPER)
+    (project / "pkg" / "kl.py").write_text(SWAPPED_HELPER)
     changed, cache = check(["pkg"], directory, jobs=2)
     assert cache.misses >= 2  # kl.py and train.py (and any copy that imports nothing is a hit)
     assert codes(changed) == codes(check(["pkg"], None)[0])
@@ -436,8 +544,8 @@ def test_a_hit_on_a_file_without_suppressions_reads_nothing_and_keeps_its_findin
 def test_a_hit_on_a_file_that_names_a_suppression_reads_it_again(project, monkeypatch):
     directory = project / CACHE_DIR_NAME
     train = project / "pkg" / "train.py"
-    train.write_text(TRAIN.replace("kld = kl_penalty(logprob, ref_logprob)",
-                                   "kld = kl_penalty(logprob, ref_logprob)  # noqa: KL102"))
+    train.write_text(TRAIN.replace("kld = log_r.exp() - log_r - 1",
+                                   "kld = log_r.exp() - log_r - 1  # noqa: KL102"))
     first, _ = check(["pkg/train.py"], directory)
     reads = _reads_of(monkeypatch, train)
     second, cache = check(["pkg/train.py"], directory)
@@ -454,9 +562,9 @@ def test_an_absent_candidate_module_that_appears_in_a_listed_folder_invalidates(
     assert cache.hits == 1
     (project / "pkg" / "kl.py").rename(project / "pkg" / "old_kl.py")
     (project / "pkg" / "kl").mkdir()
-    (project / "pkg" / "kl" / "__init__.py").write_text(K1_HELPER)
+    (project / "pkg" / "kl" / "__init__.py").write_text(SWAPPED_HELPER)
     after, cache = check(["pkg/train.py"], directory)
-    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+    assert cache.misses == 1 and "KL103" in {c for _, _, c in codes(after)}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8 needs a byte-named file system")
@@ -480,12 +588,12 @@ def test_an_absent_module_with_a_non_ascii_name_is_looked_up_whatever_the_listin
     (project / "pkg" / "train.py").write_text(TRAIN.replace("from pkg.kl import", "from pkg.café import"))
     directory = project / CACHE_DIR_NAME
     check(["pkg/train.py"], directory)
-    (project / "pkg" / "café.py").write_text(K1_HELPER)
+    (project / "pkg" / "café.py").write_text(SWAPPED_HELPER)
     listdir = os.listdir
     monkeypatch.setattr(fingerprints.os, "listdir",
                         lambda folder: [unicodedata.normalize("NFD", name) for name in listdir(folder)])
     after, cache = check(["pkg/train.py"], directory)
-    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+    assert cache.misses == 1 and "KL103" in {c for _, _, c in codes(after)}
 
 
 def test_an_absent_candidate_in_folders_that_did_not_exist_invalidates_once_they_are_created(project):
@@ -502,9 +610,9 @@ def test_an_absent_candidate_in_folders_that_did_not_exist_invalidates_once_they
     (project / "pkg" / "sub" / "deep").mkdir(parents=True)
     for folder in ("sub", "sub/deep"):
         (project / "pkg" / folder / "__init__.py").write_text("")
-    (project / "pkg" / "sub" / "deep" / "kl.py").write_text(K1_HELPER)
+    (project / "pkg" / "sub" / "deep" / "kl.py").write_text(SWAPPED_HELPER)
     after, cache = check(["pkg/train.py"], directory)
-    assert cache.misses == 1 and "KL101" in {c for _, _, c in codes(after)}
+    assert cache.misses == 1 and "KL103" in {c for _, _, c in codes(after)}
 
 
 def test_an_init_file_added_above_a_folder_between_runs_changes_the_package_and_invalidates(project):

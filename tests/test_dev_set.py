@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from devset_tee import sites_line
 from snapshot import check_snapshot, snapshot_of_reports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,7 @@ def test_labels_found_today_stay_found(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines and lines[-1].startswith("labels="), done.stdout[-2000:] + done.stderr[-2000:]
     print("\n".join(line for line in lines if not line.startswith(("UNLABELLED", "REVIEWED-FP"))))
+    print(sites_line(reports))  # issue 36: how many roles a name decided, how many dataflow
     skipped = re.search(r"skipped=(\d+)", lines[-1])
     if skipped and int(skipped.group(1)):
         pytest.skip(f"{skipped.group(1)} labels skipped: a release could not be downloaded ({done.stderr[-300:]})")

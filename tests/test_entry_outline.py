@@ -1,6 +1,6 @@
 """The two choices of `kllint.analysis.interpret.entry.EntryPoints` made from a module's `ast`
 outline: the functions handed to `jax.grad`-like transforms (`_find_grad_targets`) and the
-definitions run as entry points (`_entry_points`: those that name a KL or the reference and,
+definitions run as entry points (`kllint.analysis.relevance.entry_units`: those that name a KL or the reference and,
 to a fixpoint, those that call one of them). Code counts, prose (strings, comments, docstrings)
 does not."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from kllint.analysis.outline import called_names, dotted
 from kllint.analysis.index import ProjectIndex
 from kllint.analysis.interpreter import Interpreter
+from kllint.analysis.relevance import entry_units
 
 
 def _interpreter(tmp_path: Path, text: str) -> Interpreter:
@@ -30,7 +31,7 @@ def grad_targets(tmp_path: Path, text: str) -> set[str]:
 
 def entry_points(tmp_path: Path, text: str) -> list[tuple[str, str]]:
     interpreter = _interpreter(tmp_path, text)
-    return interpreter._entry_points(*interpreter._definitions())
+    return list(entry_units(interpreter.entry, interpreter.index, interpreter.vocab))
 
 
 # ---------------------------------------------------------------------------- grad targets

@@ -269,7 +269,7 @@ def test_python_312_grammar_is_checked(project):
 
 
 def test_only_valid_newer_python_needs_a_newer_python(project):
-    broken = "def f(:\n    return f'{x}'\n"
+    broken = "def kl_loss(:\n    return f'{x}'\n"  # names a KL: parsed, not skipped unread
     error = SyntaxError("invalid syntax")
     assert newer_syntax_outline(broken, error) == (None, error)
     if sys.version_info < (3, 12):
@@ -285,6 +285,8 @@ def test_only_valid_newer_python_needs_a_newer_python(project):
 
 def test_kl900_always_has_a_reason(project):
     assert parse_failure(SyntaxError()) == "cannot parse: SyntaxError"
-    (project / "nul.py").write_bytes(b"x = 1\x00\n")
+    (project / "nul.py").write_bytes(b"kl = 1\x00\n")  # names a KL: parsed, not skipped unread
     [diagnostic] = check_paths([str(project / "nul.py")]).diagnostics
     assert diagnostic.code == "KL900" and diagnostic.message.removeprefix("cannot parse: ").strip()
+    (project / "nul.py").write_bytes(b"x = 1\x00\n")  # names no KL nor reference: never parsed
+    assert check_paths([str(project / "nul.py")]).diagnostics == []

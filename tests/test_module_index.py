@@ -207,16 +207,20 @@ def test_findings_do_not_depend_on_which_importer_named_a_module_first(tmp_path,
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "util.py").write_text("def lr(logprob, ref_logprob):\n    return ref_logprob - logprob\n")
+    # the k3 estimates are written in the checked files (findings are placed there) from the
+    # log-ratio the helper gets through its relative import
     (tmp_path / "scripts" / "helper.py").write_text(
-        "from .util import lr\n\n\ndef kl_penalty(logprob, ref_logprob):\n"
-        "    log_r = lr(logprob, ref_logprob)\n    return log_r.exp() - log_r - 1\n")
+        "from .util import lr\n\n\ndef kl_log_ratio(logprob, ref_logprob):\n"
+        "    return lr(logprob, ref_logprob)\n")
     (tmp_path / "scripts" / "train.py").write_text(
-        "from helper import kl_penalty\n\n\ndef actor_loss(logprob, ref_logprob, advantages, kl_coef=0.001):\n"
+        "from helper import kl_log_ratio\n\n\ndef actor_loss(logprob, ref_logprob, advantages, kl_coef=0.001):\n"
         "    pg = -advantages * (logprob - logprob.detach()).exp()\n"
-        "    return pg.mean() + kl_coef * kl_penalty(logprob, ref_logprob).mean()\n")
+        "    log_r = kl_log_ratio(logprob, ref_logprob)\n"
+        "    return pg.mean() + kl_coef * (log_r.exp() - log_r - 1).mean()\n")
     (tmp_path / "a.py").write_text(
-        "from scripts.helper import kl_penalty\n\n\ndef loss_fn(logprob, ref_logprob):\n"
-        "    return kl_penalty(logprob, ref_logprob).mean()\n")
+        "from scripts.helper import kl_log_ratio\n\n\ndef loss_fn(logprob, ref_logprob):\n"
+        "    log_r = kl_log_ratio(logprob, ref_logprob)\n"
+        "    return (log_r.exp() - log_r - 1).mean()\n")
     monkeypatch.chdir(tmp_path)
     settings = Settings()
 
@@ -239,12 +243,15 @@ def test_a_file_in_a_namespace_folder_resolves_imports_of_its_package(tmp_path, 
     (tmp_path / "pkg" / "algos" / "ppo").mkdir(parents=True)
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "algos" / "__init__.py").write_text("")
+    # the helper computes the log-ratio, each trainer writes the k3 estimate of it (findings
+    # are placed where the estimate is written): only a reached helper makes it one
     (tmp_path / "pkg" / "algos" / "estimators.py").write_text(
-        "def divergence(sample_lp, ref_lp):\n    d = ref_lp - sample_lp\n    return d.exp() - d - 1\n")
+        "def log_ratio(sample_lp, ref_lp):\n    return ref_lp - sample_lp\n")
     for name, line in (("absolute.py", "from pkg.algos import estimators"), ("relative.py", "from .. import estimators")):
         (tmp_path / "pkg" / "algos" / "ppo" / name).write_text(
             f"{line}\n\n\ndef shaped(scores, old_logps, ref_logps):\n"
-            "    rewards = scores - 0.1 * estimators.divergence(old_logps, ref_logps)\n    return rewards\n")
+            "    d = estimators.log_ratio(old_logps, ref_logps)\n"
+            "    rewards = scores - 0.1 * (d.exp() - d - 1)\n    return rewards\n")
     monkeypatch.chdir(tmp_path)
     settings = Settings()
     result = run(list(discover(["pkg/algos/ppo"], settings)), settings)

@@ -150,11 +150,13 @@ async def test_changes_are_debounced_and_save_and_close_publish(client: Language
 
 @pytest.mark.asyncio(loop_scope="function")
 async def test_helpers_of_the_project_are_resolved_from_disk(client: LanguageClient, tmp_path: Path):
+    # the helper computes the log-ratio, the open buffer writes the k3 estimate of it (findings
+    # are placed where the estimate is written): only a helper read from disk makes it one
     (tmp_path / "helpers.py").write_text(
-        "def kl_penalty(logprob, ref_logprob):\n    log_r = ref_logprob - logprob\n"
-        "    return log_r.exp() - log_r - 1\n", encoding="utf-8")
-    uri = _open(client, tmp_path / "train.py", "from helpers import kl_penalty\n\n\ndef loss_fn(logprob, ref_logprob):\n"
-                                               "    return kl_penalty(logprob, ref_logprob).mean()\n")
+        "def log_ratio(logprob, ref_logprob):\n    return ref_logprob - logprob\n", encoding="utf-8")
+    uri = _open(client, tmp_path / "train.py", "from helpers import log_ratio\n\n\ndef loss_fn(logprob, ref_logprob):\n"
+                                               "    log_r = log_ratio(logprob, ref_logprob)\n"
+                                               "    return (log_r.exp() - log_r - 1).mean()\n")
     found = await _published(client, uri)
     kl102 = next(d for d in found if d.code == "KL102")
     assert any(info.location.uri == (tmp_path / "helpers.py").as_uri() for info in kl102.related_information)

@@ -51,13 +51,15 @@ def test_stdin_filename_selects_the_closest_configuration(tmp_path):
 
 
 def test_stdin_filename_resolves_helpers_of_its_project(tmp_path):
+    # the helper computes the log-ratio, the buffer writes the k3 estimate of it (findings are
+    # placed where the estimate is written): only a resolved helper makes it a KL estimate
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
     (tmp_path / "helpers.py").write_text(
-        "def kl_penalty(logprob, ref_logprob):\n"
-        "    log_r = ref_logprob - logprob\n"
-        "    return log_r.exp() - log_r - 1\n", encoding="utf-8")
-    source = ("from helpers import kl_penalty\n\n\ndef loss_fn(logprob, ref_logprob):\n"
-              "    return kl_penalty(logprob, ref_logprob).mean()\n")
+        "def log_ratio(logprob, ref_logprob):\n"
+        "    return ref_logprob - logprob\n", encoding="utf-8")
+    source = ("from helpers import log_ratio\n\n\ndef loss_fn(logprob, ref_logprob):\n"
+              "    log_r = log_ratio(logprob, ref_logprob)\n"
+              "    return (log_r.exp() - log_r - 1).mean()\n")
     named = kllint(["-", "--stdin-filename", "train.py", "--output-format", "json"], source, tmp_path)
     assert "KL102" in {d["code"] for d in json.loads(named.stdout)}, named.stderr
     elsewhere = tmp_path.parent / f"{tmp_path.name}-other"
@@ -112,6 +114,9 @@ def test_bad_stdin_usage_is_exit_2(tmp_path):
 
 
 def test_stdin_that_does_not_parse_is_kl900(tmp_path):
-    proc = kllint(["-", "--stdin-filename", "t.py", "--output-format", "concise"], "def f(:\n", tmp_path)
+    proc = kllint(["-", "--stdin-filename", "t.py", "--output-format", "concise"], "def kl_penalty(:\n", tmp_path)
     assert proc.returncode == 1
     assert proc.stdout.startswith("t.py:1:") and "KL900" in proc.stdout
+    # text that names no KL nor reference is let go unparsed: no KL900 for it
+    quiet = kllint(["-", "--stdin-filename", "t.py", "--output-format", "concise"], "def f(:\n", tmp_path)
+    assert quiet.returncode == 0 and "KL900" not in quiet.stdout

@@ -209,16 +209,21 @@ def test_one_place_reached_with_several_estimators_names_each_option_once(tmp_pa
 def test_attribute_configs_defaults_and_the_loop_of_updates_are_named(tmp_path):
     found = _findings(tmp_path, {"train.py": ARGS_LOOP}, "train.py")
     by_code = {(d.code, d.span.line): d.message for d in found}
-    assert by_code[("KL102", 15)].endswith(
-        "(when `args.kl_estimator` is 'low_var_kl' or 'k3'; "
-        "or when `kl_loss_type` is 'low_var_kl' (the default) or 'k3')")
-    assert by_code[("KL101", 12)].endswith(
-        "(when `args.kl_estimator` is 'k1'; or when `kl_loss_type` is 'k1' (`kl_loss_type` defaults to 'low_var_kl'))")
-    assert by_code[("KL401", 15)] == (
-        "k3 (exp(ref - logp) - (ref - logp) - 1) is a loss on samples from the rollout policy (the loss runs once "
-        "per item of `range(args.num_iterations)`, several updates per batch) without the importance weight "
-        "pi/pi_old: biased gradient (when `args.kl_estimator` is 'low_var_kl' or 'k3')")
-    k3 = next(d for d in found if d.code == "KL102")
+    # `kl_value`'s estimator is chosen by its caller's argument: each finding is placed at the
+    # call that chose it (one place per finding), the `args` attribute's at line 22, the
+    # parameter default's at line 30, each naming its own configuration
+    assert by_code[("KL102", 22)].endswith("(when `args.kl_estimator` is 'low_var_kl' or 'k3')")
+    assert by_code[("KL102", 30)].endswith("(when `kl_loss_type` is 'low_var_kl' (the default) or 'k3')")
+    assert by_code[("KL101", 22)].endswith("(when `args.kl_estimator` is 'k1')")
+    assert by_code[("KL101", 30)].endswith(
+        "(when `kl_loss_type` is 'k1' (`kl_loss_type` defaults to 'low_var_kl'))")
+    assert by_code[("KL401", 22)] == (
+        "the KL estimate is a loss on samples from the rollout policy (the loss runs once per item of "
+        "`range(args.num_iterations)`, several updates per batch) without the importance weight pi/pi_old: "
+        "biased gradient; the estimate is k1 when `args.kl_estimator` is 'k1', k3 when `args.kl_estimator` is "
+        "'low_var_kl' or 'k3'")
+    assert ("KL401", 30) not in by_code  # `default_mode_loss` runs in no loop of updates
+    k3 = next(d for d in found if d.code == "KL102" and d.span.line == 22)
     assert _steps(k3) == [
         ("train.py", 14, "the log-ratio log(pi_ref / pi)"),
         ("train.py", 15, "k3 built from the log-ratio"),

@@ -4,6 +4,8 @@ it meets anything else (a coefficient, an advantage, another loss term).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import functools
 from typing import Callable
 
@@ -16,6 +18,7 @@ from kllint.analysis.facts import KLTerm
 from kllint.analysis.operations import OPERATORS
 from kllint.analysis.symbolic import LP, LPD, REF, ROLE_SYMBOLS, Clamp, SymbolTable, symbols_of
 from kllint.analysis.values import Anchor, Formed, Reduced, Tensor, plain
+from kllint.analysis.weights import named_weight
 
 MAX_TRACE = 6
 COMPRESS_OPS = 40
@@ -39,13 +42,23 @@ def _conditioned(anchor: Anchor, *operands: Tensor) -> Anchor:
     clamped k3 only when `mode` is 'k3', although the clamp itself is unconditional."""
     extra = tuple(c for t in operands if t.anchor is not None for c in t.anchor.conditions
                   if c not in anchor.conditions)
-    if not extra:
+    # formed from a value the caller chose (`log_ratio.clamp(...)` after the chosen branch);
+    # a detached operand gives no gradient, so only the operands that carry one count if any does
+    live = [t for t in operands if LP in symbols_of(t.expr)] or operands
+    chosen = not anchor.chosen and any(t.anchor is not None and t.anchor.chosen
+                                       and t.anchor.stack == anchor.stack for t in live)
+    if not extra and not chosen:
         return anchor
-    return Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module, anchor.conditions + tuple(dict.fromkeys(extra)),
-                  anchor.function, anchor.root)
+    return anchor.with_conditions(anchor.conditions + tuple(dict.fromkeys(extra)), chosen)
 
 
 @functools.lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
+def _opaque(expr: tm.Term) -> bool:
+    """Whether `expr` holds a call of a function the analysis cannot read (`_call_function`)."""
+    return any(isinstance(node, tm.Undefined) and node.name.startswith("call_") for node in expr.preorder())
+
+
 def _call_function(name: str) -> type:
     """The unknown function `call_<name>` (the name made an identifier, at most 30 characters)."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in name)[:30] or "f"
@@ -289,13 +302,17 @@ class Algebra:
             return b
         if a.kind == "count" and b.kind == "count":
             return Tensor(self.table.fresh("count", positive=True), kind="count")
+        if op == "*":
+            a, b = named_weight(self, a, b), named_weight(self, b, a)
         if plain(a) and plain(b) and not a.expr.is_Number and not b.expr.is_Number:
             # opaque values combine into an opaque value: its structure never matters to the rules
             positive = op != "-" and a.expr.is_positive is True and b.expr.is_positive is True
             return Tensor(self.table.fresh("t", **({"positive": True} if positive else {"real": True})),
                           vocab=a.vocab or b.vocab)
-        pure_a = self.table.is_pure(a.expr)
-        pure_b = self.table.is_pure(b.expr)
+        # an unknown function of the log-probs (`pg_loss_fn(logp)`, a callback) is no estimate:
+        # a pure estimate that meets it is tracked as a KL term, as when it meets any other term
+        pure_a = self.table.is_pure(a.expr) and not _opaque(a.expr)
+        pure_b = self.table.is_pure(b.expr) and not _opaque(b.expr)
         roles_a, roles_b = self.has_roles(a.expr), self.has_roles(b.expr)
         if pure_a and pure_b and (roles_a or roles_b) and not self._weighted_detached_estimate(op, a, b):
             expr = self.bound(self._apply(op, a.expr, b.expr))
@@ -306,14 +323,16 @@ class Algebra:
             trace = self._trace(a) + self._trace(b) if roles_a and roles_b else self._trace(a if roles_a else b)
             space = a.space if roles_a and not roles_b else (b.space if roles_b and not roles_a else None)
             return Tensor(expr, _conditioned(anchor, a, b), trace[-MAX_TRACE:], space=space, vocab=a.vocab or b.vocab,
-                          assumed=(a.assumed and roles_a) or (b.assumed and roles_b))
+                          assumed=(a.assumed and roles_a) or (b.assumed and roles_b),
+                          named=(a.named or not roles_a) and (b.named or not roles_b))
         left, right = self.wrap(a), self.wrap(b)
         if op in "+-":
             self.mark_entry(left, right, anchor)
             self.mark_entry(right, left, anchor)
         expr = self.bound(self.compress(self._apply(op, left, right)))
         space = a.space if b.expr.is_number or not roles_b else None
-        return Tensor(expr, space=space, vocab=a.vocab or b.vocab)
+        return Tensor(expr, space=space, vocab=a.vocab or b.vocab,
+                      named=(roles_a or roles_b) and (a.named or not roles_a) and (b.named or not roles_b))
 
     def _same_distribution(self, a: Tensor, b: Tensor) -> bool:
         """`b` depends on the log-probs of the same policies as `a`, detached or not."""
@@ -332,7 +351,8 @@ class Algebra:
             return False
         for estimate, factor in ((a, b), (b, a)):
             if (estimate.anchor is not None and self.is_kl_candidate(estimate) and not self.live(estimate.expr)
-                    and not self.table.reductions_in(estimate.expr)  # a credited surrogate stays one
+                    # a credited surrogate (the reference only inside a reward-to-go) stays one
+                    and (not self.table.reductions_in(estimate.expr) or REF in symbols_of(estimate.expr))
                     and LP in self.table.role_symbols(factor.expr)
                     and REF not in self.table.role_symbols(factor.expr)
                     and classify_value(estimate.expr, self.table) is not None):

@@ -180,7 +180,6 @@ def _loop_freezes(body: list[ast.stmt], var: str) -> bool:
     return False
 
 
-
 # -- contexts that turn gradient tracking off, read from the code around a call ----------------
 _SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
 _CALLER_DEPTH = 3
@@ -270,16 +269,16 @@ def without_grad_at(module: ModuleInfo, line: int) -> bool:
     return bool(last_switch and last_switch[1])
 
 
-def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool]]]:
-    """Every use of a name in the module (a plain name or an attribute's last name): its line and
-    whether it is the function of a call; cached on the module."""
+def _name_uses(module: ModuleInfo) -> dict[str, list[tuple[int, bool, bool]]]:
+    """Every use of a name in the module (a plain name or an attribute's last name): its line,
+    whether it is the function of a call and whether it is an attribute; cached on the module."""
     cached = module.__dict__.get("_autograd_uses")
     if cached is None:
         cached = {}
         calls = {id(n.func) for n in module.outline_nodes(ast.Call)}
         for node in module.outline_nodes(ast.Name, ast.Attribute):
             name = node.id if isinstance(node, ast.Name) else node.attr
-            cached.setdefault(name, []).append((node.lineno, id(node) in calls))
+            cached.setdefault(name, []).append((node.lineno, id(node) in calls, isinstance(node, ast.Attribute)))
         module.__dict__["_autograd_uses"] = cached
     return cached
 
@@ -293,41 +292,109 @@ def _called_anywhere(module: ModuleInfo) -> frozenset[str]:
     return cached
 
 
-def _methods(module: ModuleInfo) -> frozenset[int]:
-    """Ids of the module's method definitions (functions defined in a class body)."""
+def _classes_of_methods(module: ModuleInfo) -> dict[int, str]:
+    """Id of each method definition of the module (a function defined in a class body) -> its class's name."""
     cached = module.__dict__.get("_autograd_methods")
     if cached is None:
-        cached = frozenset(id(item) for node in module.outline_nodes(ast.ClassDef)
-                           for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        cached = {id(item): node.name for node in module.outline_nodes(ast.ClassDef)
+                  for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
         module.__dict__["_autograd_methods"] = cached
     return cached
 
 
-def callers_without_grad(module: ModuleInfo, name: str, method: bool = False, depth: int = 0) -> bool:
-    """Whether the function or method `name` is called in `module` and every use of the name is
-    a call that runs with gradient tracking off (by its context, or because every caller of the
-    calling function runs without it). A use that is not a call (a callback) counts as unknown,
-    and so does a public method (`compute_loss`, `forward`): a framework base class may call it."""
-    if depth > _CALLER_DEPTH or (method and not name.startswith("_")) or name.startswith("__"):
+def callers_without_grad(module: ModuleInfo, name: str, method: bool = False, depth: int = 0, cls: str = "",
+                         index: Any = None) -> bool:
+    """Whether the function or method `name` is called and every use of the name, in `module`
+    and (with the project `index`) in the project's other modules, is a call that runs with
+    gradient tracking off: by its context (a `with`, a decorator of the calling function), or
+    because every caller of the calling function runs without it. A use that is not a call (a
+    callback) counts as unknown, and so does a public method that code outside the project may
+    call: one of a class `cls` deriving from an outside base that may call it (a trainer's
+    `compute_loss`; `kllint.analysis.project.bases`), or of an unnamed class."""
+    if depth > _CALLER_DEPTH or name.startswith("__"):
         return False
     memo = module.__dict__.setdefault("_autograd_callers", {})
-    if (name, method) in memo:
-        return memo[(name, method)]
-    memo[(name, method)] = False  # while in progress (recursion)
-    if name not in _called_anywhere(module):
-        return False  # never called, or used otherwise: no caller settles it (and no walk of the module)
-    uses = _name_uses(module).get(name, [])
-    result = bool(uses)
-    for line, is_call in uses:
+    key = (name, method, cls, index is not None)
+    if key in memo:
+        return memo[key]
+    memo[key] = False  # while in progress (recursion)
+    if method and not name.startswith("_") and (not cls or _framework_may_call(module, cls, name)):
+        return False
+    here = name in _called_anywhere(module)  # else no walk of the module: no caller here settles it
+    if here and not _uses_without_grad(module, name, depth, index):
+        result = False
+    elif index is not None:
+        # and every caller elsewhere; at least one call somewhere
+        result = _elsewhere_without_grad(module, name, cls if method else "", depth, index, here)
+    else:
+        result = here
+    memo[key] = result
+    return result
+
+
+def _framework_may_call(module: ModuleInfo, cls: str, name: str) -> bool:
+    from kllint.analysis.project.bases import framework_may_call
+
+    return framework_may_call(module.path, module.text, cls, name)
+
+
+def _uses_without_grad(module: ModuleInfo, name: str, depth: int, index: Any, attributes: bool = False) -> bool:
+    """Whether the module uses `name` (as an attribute only, with `attributes`: `obj.name`) and
+    every use is a call running with gradients off."""
+    uses = [use for use in _name_uses(module).get(name, []) if use[2] or not attributes]
+    for line, is_call, _ in uses:
         if not is_call:
-            result = False
-            break
+            return False
         if without_grad_at(module, line):
             continue
         caller = _innermost_function(module, line)
-        if caller is None or caller.name == name or not callers_without_grad(
-                module, caller.name, id(caller) in _methods(module), depth + 1):
-            result = False
-            break
-    memo[(name, method)] = result
-    return result
+        if caller is None or caller.name == name:
+            return False
+        owner = _classes_of_methods(module).get(id(caller), "")
+        if not callers_without_grad(module, caller.name, bool(owner), depth + 1, owner, index):
+            return False
+    return bool(uses)
+
+
+def _elsewhere_without_grad(module: ModuleInfo, name: str, cls: str, depth: int, index: Any, called: bool) -> bool:
+    """Whether the function `name` (or the method `name` of the class `cls`) is called, by
+    `module` itself (`called`) or by a module importing it (or its class), and every call of it
+    elsewhere in the project runs with gradients off. A method is called on an instance that
+    may come from anywhere: a call of its name in any module counts against it, but only a
+    module that imports the class shows that it is called at all (a same-named method of
+    another class, called somewhere, says nothing of this one)."""
+    from kllint.analysis.project.callers import callers_of, model_for
+    from kllint.analysis.project.files import project_root
+
+    path = module.path.resolve()
+    if not path.is_file():
+        return called  # a text without a project: its own uses are all there is
+    callers = callers_of(path, {cls or name})
+    if callers.truncated:
+        return False  # not every caller is known
+    importers = list(dict.fromkeys(caller.path for caller in callers.found if caller.level == 1))
+    seen = {path}
+    for other_path in importers:
+        verdict = _calls_without_grad(module, other_path, name, depth, index, seen)
+        if verdict is False:
+            return False
+        called = called or verdict is True
+    if not called or not cls:
+        return called
+    for other_path in model_for(project_root(path.parent)).files_with(frozenset({name})):
+        if _calls_without_grad(module, other_path, name, depth, index, seen, attributes=True) is False:
+            return False  # `obj.name(...)` with gradients on, on an instance from anywhere
+    return True
+
+
+def _calls_without_grad(module: ModuleInfo, other_path: Any, name: str, depth: int, index: Any,
+                        seen: set, attributes: bool = False) -> bool | None:
+    """Whether the module at `other_path` calls `name` (as an attribute, with `attributes`) only
+    with gradients off (None: it does not use the name so, or was seen)."""
+    if other_path in seen:
+        return None
+    seen.add(other_path)
+    other = index.module_at(other_path)
+    if other is None or other is module or not any(u[2] or not attributes for u in _name_uses(other).get(name, [])):
+        return None  # the word in a comment or a string, or a file Python rejects
+    return _uses_without_grad(other, name, depth, index, attributes)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import libcst as cst
+
 from kllint.analysis.values import Literal, Mapping, Sequence, Unknown, Value
 
 # methods of a known option string the analysis evaluates (`"k3+".endswith("+")`)
@@ -67,3 +69,32 @@ def mapping_view(mapping: Mapping, name: str) -> Value:
     if name == "keys":
         return Sequence(tuple(Literal(key) for key, _ in mapping.items))
     return Sequence(tuple(Sequence((Literal(key), value)) for key, value in mapping.items))
+
+
+def string_item(text: str, elements, key: Value) -> Value:
+    """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
+    if len(elements) != 1:
+        return Unknown()
+    part = elements[0].slice
+    if isinstance(part, cst.Index):
+        if isinstance(key, Literal) and isinstance(key.value, int) and -len(text) <= key.value < len(text):
+            return Literal(text[key.value])
+        return Unknown()
+    bounds = []
+    for bound in (part.lower, part.upper, part.step):
+        if bound is None:
+            bounds.append(None)
+            continue
+        number = int_literal(bound)
+        if number is None:
+            return Unknown()
+        bounds.append(number)
+    return Literal(text[slice(*bounds)])
+
+
+def int_literal(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None

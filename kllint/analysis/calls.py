@@ -16,12 +16,15 @@ from kllint.analysis import roles
 from kllint.analysis.autograd import frozen_networks, records_gradients, without_grad_at
 from kllint.analysis.callables import MAPPING_VIEWS, BoundMethod, KLDivModule, UnresolvedAttribute, mapping_view, string_method
 from kllint.analysis.definitions import parameter_names
+from kllint.analysis.engines import BACKWARD_METHODS, FlaxApply, Returns, flax_apply, wrapper_call
 from kllint.analysis.facts import KlDivCall, KlDivLossConstruction, OptaxKlCall, ReferenceForward, SinkKind
 from kllint.analysis.fields import KEY_FIELD, constructor_fields
+from kllint.analysis.grad_transforms import grad_call, grad_transform
 from kllint.analysis.module import dotted_name
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.tensor_calls import (
+    reward_to_go,
     argument, literal_value, model_argument, negative_logprob, tensor_function, tensor_method,
 )
 from kllint.analysis.values import (
@@ -45,8 +48,13 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
     if isinstance(func, FunctionRef):
         return it.call_function(func, args, kwargs, node, frame)
     if isinstance(func, Keyed):
+        it.choosing_calls.add(id(node))  # a callee a run-time key picks: the caller's choice
         result = it.call(func.function, args, kwargs, node, frame.child(conditions=frame.conditions + (func.condition,)))
         return keyed.under(result, (func.condition,))  # an instance made, a class returned: still chosen by the key
+    if isinstance(func, FlaxApply):
+        return flax_apply(it, func, args, kwargs, node, frame)
+    if isinstance(func, Returns):
+        return func.value  # `f.options(num_gpus=1)`: the same remote function
     if isinstance(func, Partial):
         return it.call(func.function, list(func.args) + list(args), {**dict(func.kwargs), **kwargs}, node, frame)
     if isinstance(func, ClassRef):
@@ -80,6 +88,14 @@ def dispatch(it: InterpreterLike, func: Value, args: list[Value], kwargs: dict[s
                 return Unknown("backward")
             if func.name in ("eval", "train", "to", "cuda", "requires_grad_", "module") or func.name in SUBMODULE_GETTERS:
                 return func.obj
+            if (roles.is_logprob_name(func.name) and not roles.names_a_quantity(func.name) and (args or kwargs)
+                    and roles.logprob_role(func.name) in ("policy", func.obj.role)):
+                # `ref_net.token_logps(ids)`: a method named for the network's log-probs runs its
+                # forward (one whose name gives another role, `actor.get_init_policy_logprobs(ids)`,
+                # is no forward of the receiver: its name decides, names last)
+                value = forward(it, func.obj, node, frame)
+                return value.with_(space="logits" if roles.is_logits_name(func.name) else "logprob") \
+                    if isinstance(value, Tensor) else value
             return Unknown(func.name)
     if isinstance(func, Model):
         if roles.is_getter_name(func.name):
@@ -155,6 +171,7 @@ def vocab_call(it: InterpreterLike, node: cst.Call, args: list[Value], frame: Fr
 
 def forward(it: InterpreterLike, model: Model, node: cst.Call, frame: FrameLike) -> Value:
     """A network's forward pass: logits of the model's role; reference forwards are observed."""
+    model = it.forwarded_network(model, node, frame)  # the reference by dataflow, when it is one
     if frame.adapters_off and model.role == "policy":
         value = Tensor(REF, space="logits")  # the base weights under the adapters: the reference
         return it.algebra.detach(value) if frame.no_grad else value
@@ -180,7 +197,16 @@ def observe_reference_forward(it: InterpreterLike, model: Model, node: cst.Call,
     configured = it.vocab is not None and model.name in it.vocab.reference_names
     weak = bool(model.name) and not configured and not roles.names_reference_strongly(model.name)
     it.emit(frame, ReferenceForward(anchor, model.name, taped, tracking, is_frozen, call_stack=frame.call_stack,
-                                    weak_name=weak, handed_in=_handed_in(model.name, frame.root)))
+                                    weak_name=weak, handed_in=_handed_in(_network_expression(node) or model.name, frame.root)))
+
+
+def _network_expression(node: cst.Call) -> str | None:
+    """The network a forward call runs, as that call's code names it (`model` of `model(ids)`,
+    `self.ref` of `self.ref.forward(ids)`)."""
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in FORWARD_METHODS:
+        func = func.value
+    return dotted_name(func)
 
 
 def _handed_in(name: str, root: cst.CSTNode | None) -> bool:
@@ -205,34 +231,15 @@ def frozen(it: InterpreterLike, model: Model, frame: FrameLike) -> bool:
     return model.frozen
 
 
-def grad_call(it: InterpreterLike, grad: GradOf, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
-              frame: FrameLike) -> Value:
-    """Calling `jax.grad(f)`: `f`'s result (its first element with has_aux) is differentiated with
-    respect to its first argument, which carries the policy's parameters."""
-    results = []
-    for function in alternatives(grad.function):
-        if not isinstance(function, FunctionRef):
-            continue
-        bound = [Model("policy", "params")] + list(args[1:])
-        result = it.call_function(function, bound, kwargs, node, frame)
-        for option in alternatives(result):
-            first = option.items[0] if isinstance(option, Sequence) and option.items and grad.has_aux else option
-            if isinstance(first, Sequence) and first.items:
-                first = first.items[0]
-            results.append(first)
-    it.loss_sink(join(*results) if results else Unknown(), node, frame, SinkKind.GRAD_TRANSFORM, grad.transform)
-    return Unknown("gradients")
-
-
 def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: dict[str, Value], node: cst.Call,
                  frame: FrameLike) -> Value:
     """A call of a library function by its qualified name (`torch.nn.functional.kl_div`)."""
     last = qualname.rsplit(".", 1)[-1]
     if qualname in fw.GRAD_TRANSFORMS:
-        has_aux = bool(literal_value(kwargs.get("has_aux")))
-        position = 1 if qualname in fw.GRAD_TRANSFORMS_OF_MODEL else 0
-        function = args[position] if len(args) > position else Unknown()
-        return GradOf(function, has_aux or "value_and_grad" in last, qualname)
+        return grad_transform(qualname, args, kwargs)
+    wrapped = wrapper_call(qualname, args, kwargs)
+    if wrapped is not None:
+        return wrapped
     if qualname in fw.KL_DIV_FUNCTIONS:
         reduction = argument(args, kwargs, 4, "reduction")
         log_target = argument(args, kwargs, 5, "log_target")
@@ -265,6 +272,9 @@ def library_call(it: InterpreterLike, qualname: str, args: list[Value], kwargs: 
         return parameter.with_(vocab=True, kind="distribution") if isinstance(parameter, Tensor) else Unknown("distribution")
     if qualname.startswith("torch.distributions") and last == "kl_divergence" and len(args) >= 2:
         return analytic(it, args[0], args[1], node, frame)
+    if qualname in BACKWARD_METHODS and args:  # `self.manual_backward(loss)` of a LightningModule
+        it.loss_sink(args[0], node, frame, SinkKind.BACKWARD_CALL, qualname.rsplit(".", 1)[-1])
+        return Unknown("backward")
     if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
         target = argument(args, kwargs, 0, "outputs", "tensors")
         it.loss_sink(target if target is not None else Unknown(), node, frame, SinkKind.AUTOGRAD, qualname)
@@ -391,7 +401,7 @@ def unknown_call(it: InterpreterLike, name: str, args: list[Value], kwargs: dict
         if "whiten" not in lowered and "normalize" not in lowered:
             return it.algebra.reduce(first, "sum", frame.call_stack + (it.anchor(node, frame),))
     if toks & fw.RTG_HELPER_TOKENS or "reward_to_go" in lowered:
-        return it.algebra.reduce(first, "rtg", frame.call_stack + (it.anchor(node, frame),))
+        return reward_to_go(it, first, it.anchor(node, frame), frame)
     if {"cross", "entropy"} <= toks or "nll" in toks:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("none"))))
     # a helper that only moves elements, or AMP's `scaler.scale(loss)` (the loss times a positive

@@ -71,6 +71,18 @@ class RewardFact:
 
 
 @dataclass
+class MetricFact:
+    """A value read out as a number or logged (`how`: `.item()`, `stored in `metrics``, `logged by
+    `wandb.log``): where an estimate ends when no gradient or reward takes it. No rule judges it;
+    `kllint check --show-sites` reports it."""
+
+    value: Tensor
+    sink: Anchor
+    how: str
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
 class ClampFact:
     """`exp` of a live, unbounded log-ratio clamped after the exponential: `clamped` is the
     clamp's expression (a `Clamp(...)` node, the marker the value carries from here on). The
@@ -107,6 +119,19 @@ class KlDivLossConstruction:
     anchor: Anchor
     reduction: object
     explicit_reduction: bool
+    call_stack: tuple[Anchor, ...] = ()
+
+
+@dataclass
+class RoleEvidence:
+    """Why a value read or formed at `anchor` has `role` (`policy`, `reference`, `old`, `mask`,
+    `kl`, `coefficient`, `network:<role>`): a short account of the evidence, dataflow first
+    ("forward of `anchor_net` only with gradient tracking off, ...", "detached explicitly in this
+    function"), a name last ("name `ref_logp`"). No rule judges it; reports show it."""
+
+    anchor: Anchor
+    role: str
+    evidence: str
     call_stack: tuple[Anchor, ...] = ()
 
 

@@ -40,7 +40,9 @@ class FieldStore:
     def __init__(self, algebra: "Algebra") -> None:
         self.algebra = algebra
         self.values: dict[str, dict[int, Value]] = {}
-        self.sunk: set = set()  # keys of values stored under reward / return names (judged there)
+        # keys of values stored under reward / return names (judged there) -> the sink kind
+        # (`returns` once stored as a return or advantage)
+        self.sunk: dict = {}
         self.version = 0  # changes whenever a stored value changes
         self.changed: dict[str, int] = {}  # attribute name -> the version at which its values last changed
         self._reading: list[set[str]] = []  # the names read by each followed call in progress, innermost last
@@ -69,10 +71,13 @@ class FieldStore:
             return
         if attr not in self.values and len(self.values) >= MAX_FIELDS:
             return
-        if sink_kind(attr) is not None:
+        kind = sink_kind(attr)
+        if kind is not None:
             keys = {identity_key(option) for option in kept}
-            if not keys <= self.sunk:
-                self.sunk.update(keys)
+            if any(self.sunk.get(key) not in (kind, "returns") for key in keys):
+                for key in keys:
+                    if self.sunk.get(key) != "returns":
+                        self.sunk[key] = kind
                 self.version += 1
                 self.changed[SUNK] = self.version
         by_site = self.values.setdefault(attr, {})
@@ -89,12 +94,15 @@ class FieldStore:
         stored = self.values.get(attr)
         return join(*stored.values()) if stored else None
 
-    def judged(self, value: Value) -> bool:
+    def judged(self, value: Value, kind: str = "rewards") -> bool:
         """Whether `value` is a value read back, unchanged, from a reward or return field: its
-        reward sink was judged where it was stored (`advantages = experience.advantages`)."""
+        reward sink of `kind` was judged where it was stored (`advantages = experience.advantages`).
+        A value stored as rewards and then used as the advantage itself (no returns computed in
+        between) is judged again as a return: storing rewards decided nothing about credit."""
         if self._reading:
             self._reading[-1].add(SUNK)
-        return identity_key(value) in self.sunk
+        stored = self.sunk.get(identity_key(value))
+        return stored is not None and (stored == "returns" or kind == "rewards")
 
     # -- what a memoised call depends on ------------------------------------------------------
     def open(self) -> None:

@@ -123,6 +123,7 @@ class ProjectIndex:
         self._next_id = 1
         self._tracked: dict[Path, bool] | None = None
         self._lookups: dict[tuple, tuple] = {}
+        self.memo: dict[str, dict] = {}  # what the analysis keeps per index (the callers' runs)
 
     def module_for_file(self, text: str, path: Path, display: str, outline: ast.Module | None = None,
                         from_disk: bool = False) -> ModuleInfo:
@@ -139,6 +140,7 @@ class ProjectIndex:
         if len(self._by_path) > self.MAX_MODULES:  # bounded memory over a long run; rebuilt on demand
             self._by_path.clear()
             self._at_path.clear()
+            self.memo.clear()  # what was kept refers to the modules dropped
         exists = os.path.exists(path)  # os.path: False, not PermissionError, in a folder that cannot be searched
         root, name = package_root(path) if exists else (path.parent, path.stem)
         above = _namespace_root(path, root) if exists else None
@@ -173,6 +175,15 @@ class ProjectIndex:
         except (OSError, RuntimeError):
             return None
         return module.outline if module is not None and module.text == text else None
+
+    def module_at(self, path: Path) -> ModuleInfo | None:
+        """The project module at `path` under the name its import root gives it (None when it
+        cannot be read or parsed); its import root joins the roots imports are resolved in."""
+        root, dotted = package_root(path)
+        roots = getattr(self, "_roots", [])
+        if root not in roots:
+            self._roots = [*roots, root]
+        return self._load_path(path, dotted)
 
     def loaded(self) -> list[ModuleInfo]:
         unique = {id(m): m for m in self._by_path.values() if m is not None}

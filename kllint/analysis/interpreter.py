@@ -20,6 +20,7 @@ from kllint.analysis.interpret.attributes import Attributes
 from kllint.analysis.interpret.bindings import Bindings
 from kllint.analysis.interpret.branches import Branches
 from kllint.analysis.interpret.entry import EntryPoints
+from kllint.analysis.interpret.evidence import RoleDecisions
 from kllint.analysis.interpret.expressions import Expressions
 from kllint.analysis.interpret.following import MAX_DEPTH, Calls
 from kllint.analysis.interpret.frames import MAX_STEPS, Budget, Frame
@@ -31,7 +32,7 @@ from kllint.analysis.values import Value
 __all__ = ["MAX_DEPTH", "Budget", "Frame", "Interpreter"]
 
 
-class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Names, Attributes, Calls):
+class Interpreter(EntryPoints, RoleDecisions, Statements, Branches, Bindings, Expressions, Names, Attributes, Calls):
     """Runs the entry points of one module and collects facts."""
 
     def __init__(self, entry: ModuleInfo, index: ProjectIndex, vocab: Any = None) -> None:
@@ -49,6 +50,7 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self.call_share = 0  # steps one followed call may spend (0: no limit but the entry point's)
         self.over_budget: set[int] = set()  # definitions whose call spent its share in this entry point
         self.grad_targets: set[str] = set()
+        self.grad_positions: dict[str, tuple[int, ...] | None] = {}  # the parameters each differentiates
         self.name_roles: dict[tuple[str, str], dict[str, set[str]]] = {}
         self._nested_done: set[int] = set()
         self._open_aliases: set = set()  # aliases, module instances and constructor stores being resolved
@@ -58,3 +60,13 @@ class Interpreter(EntryPoints, Statements, Branches, Bindings, Expressions, Name
         self._cutoffs = 0  # calls not followed (depth limit, recursion) so far
         self._open_calls = []  # the followed calls in progress, innermost last (typed on `Calls`)
         self.carrying_calls: set[int] = set()  # ids of project-call nodes whose arguments carry log-probs, KL or a model
+        self.pairing_calls: set[int] = set()  # ... whose arguments pair the policy's log-probs with the reference's
+        self.choosing_calls: set[int] = set()  # calls whose callee the receiver's class or a run-time key picks
+        self.followed_with_roles: set[int] = set()  # definitions a caller ran with log-probs among its arguments
+        self.passes_choice: set[int] = set()  # calls whose callee chose by what the caller's own caller passed
+        self.forwards: dict[str, set[bool]] = {}  # network name -> whether its forwards ran with gradient tracking on
+        self.reference_networks: dict[str, str] = {}  # networks that are the reference by dataflow -> the evidence
+        self.noted_roles: set[tuple] = set()  # (node id, role, evidence) of the `RoleEvidence` recorded
+        self.unit_forwards: dict[str, set[bool]] = {}  # as `forwards`, in the entry point running
+        self.forward_log: list[tuple[str, bool]] = []  # every forward noted, in order (replayed by memoised calls)
+        self.reference_candidates: dict[str, list[str]] = {}  # network -> the networks trained beside it

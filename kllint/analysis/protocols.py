@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import libcst as cst
 
-from kllint.analysis.values import Anchor, ClassRef, Condition, FunctionRef, Tensor, Value
+from kllint.analysis.values import Anchor, ClassRef, Condition, FunctionRef, Model, Tensor, Value
 
 if TYPE_CHECKING:
     from kllint.analysis.algebra import Algebra
@@ -87,9 +87,22 @@ class InterpreterLike(Protocol):
         """Record that `value` is differentiated at `node`."""
         ...
 
+    def metric_sink(self, value: Value, node: cst.CSTNode, frame: FrameLike, how: str, depth: int = 0) -> None:
+        """Record that `value` is read out as a number or logged at `node` (`depth`: how deep
+        in containers the recursion is; callers leave it)."""
+        ...
+
     def value_from_name(self, name: str, anchor: Anchor | None, frame: FrameLike, parameter: bool = False,
                         detached_source: bool = False) -> Value:
         """The value a name stands for when nothing else says (roles from names)."""
+        ...
+
+    def forwarded_network(self, model: Model, node: cst.CSTNode, frame: FrameLike) -> Model:
+        """The network a forward at `node` runs, noted; the reference when dataflow made it one."""
+        ...
+
+    def note_role(self, anchor: Anchor | None, frame: FrameLike, value: Value | str, evidence: str) -> None:
+        """Record the evidence for the role of a value formed at `anchor` (`RoleEvidence`)."""
         ...
 
     def depth_matters(self, frame: FrameLike) -> int:

@@ -173,6 +173,28 @@ def is_backbone_attribute(attr: str) -> bool:
     return attr in BACKBONE_ATTRIBUTES
 
 
+# words that lead the name of a setting about a tensor rather than the tensor (`use_ref_logprobs`,
+# `compute_old_logps`, `return_logits`): a verb or a flag word before the noun
+SETTING_LEAD_TOKENS = ACTION_VERBS | frozenset({
+    "use", "enable", "enabled", "disable", "return", "do", "skip", "apply", "keep", "need", "needs", "require",
+    "requires", "is", "has", "should", "with", "without", "no", "log", "store", "cache", "recompute"})
+
+
+@lru_cache(maxsize=16384)
+def names_a_tensor_field(name: str) -> bool:
+    """Whether a field's own name makes it a tensor whatever holds it (`x.ref_logprobs`,
+    `x.attention_mask` of a container named `step_kwargs` or `cfg`): its head word (the last)
+    is a log-prob, logits or mask noun and its first word is not a verb or flag word of a
+    setting about one (`use_ref_logprobs`, `return_logits`, `ref_logprobs_key`)."""
+    parts = words(name)
+    if not parts or parts[0] in SETTING_LEAD_TOKENS:
+        return False
+    head = parts[-1]
+    if head in LOGPROB_TOKENS or head.endswith(("logprobs", "logps", "mask", "masks")):
+        return True
+    return len(parts) > 1 and parts[-2:] in (["log", "probs"], ["log", "prob"], ["log", "p"])
+
+
 @lru_cache(maxsize=16384)
 def is_mask_name(name: str) -> bool:
     # `completion_segmentation`: a segment-id array, zero on padding, used as a 0/1 mask (JAX trainers)

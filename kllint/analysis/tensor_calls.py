@@ -13,12 +13,12 @@ from kllint.analysis import terms as tm
 
 from kllint.analysis import frameworks as fw
 from kllint.analysis.estimators import classify_value, on_policy_value
-from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, SinkKind
+from kllint.analysis.facts import ClampFact, ClassMeanOfKlDiv, RewardFact, SinkKind
 from kllint.analysis.numeric import proportional
 from kllint.analysis.protocols import FrameLike, InterpreterLike
 from kllint.analysis.symbolic import LOGRATIO, LP, LPD, OLD, REF, Clamp
 from kllint.analysis.values import (
-    Alts, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+    Alts, Anchor, ConfigValue, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
 
 
@@ -60,7 +60,12 @@ def tensor_function(it: InterpreterLike, name: str, args: list[Value], kwargs: d
         return Sequence((model, model, model)) if name == "split" else model  # Flax NNX split / merge
     if name in ("cat", "concatenate", "stack", "hstack", "vstack", "concat"):
         items = args[0] if args else Unknown()
-        return join(*[i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))])
+        elements = [i for option in alternatives(items) for i in (option.items if isinstance(option, Sequence) else (option,))]
+        if len(elements) > 1:  # a table of estimates is written here, whichever of them is picked later
+            anchor = it.anchor(node, frame)
+            elements = [it.algebra.unary(e, lambda x: x, anchor) if isinstance(e, Tensor) and e.anchor is not None
+                        and it.algebra.is_kl_candidate(e) else e for e in elements]
+        return join(*elements)
     if name in fw.NEGATIVE_LOGPROB_LOSSES:
         return negative_logprob(it, args, kwargs, node, frame, reduction=literal_value(kwargs.get("reduction", Literal("mean"))))
     if name == "mse_loss" and len(args) >= 2:  # `(input - target) ** 2`, reduced unless `reduction="none"`
@@ -232,6 +237,8 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name == "get" and args and isinstance(args[0], Literal) and isinstance(args[0].value, str):
         return it.tensor_item(obj, args[0], node, frame)  # `out.get("log_probs")`: as `out["log_probs"]`
     if name in fw.CONSUME:
+        if name in ("item", "tolist", "numpy", "device_get"):
+            it.metric_sink(obj, node, frame, f"`.{name}()`")
         return Unknown("metric")
     if name == "log_prob" and obj.kind == "distribution":
         # `Categorical(logits=...).log_prob(tokens)`: the log-probs of the tokens under it
@@ -275,6 +282,12 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
     if name == "softmax":  # probabilities of a distribution whose log-probs are the (normalised) logits
         return algebra.unary(obj, tm.exp, anchor, keep_anchor=True).with_(space="prob", vocab=True)
     if name == "log_softmax":
+        if obj.kind is None and not algebra.has_roles(obj.expr):
+            # a log-softmax makes log-probs whatever its operand is called (`F.linear(h, w)`, a
+            # renamed local): the policy's when nothing else says whose, its gradient assumed
+            value = Tensor(LPD if frame.no_grad else LP, space="logprob", vocab=True, assumed=not frame.no_grad)
+            it.note_role(anchor, frame, value, "log-softmax of a value with no role of its own")
+            return value
         return obj.with_(space="logprob", vocab=True)
     if name in fw.PROB_MAPS or name in fw.LOGPROB_MAPS:
         space = "prob" if name in fw.PROB_MAPS else "logprob"
@@ -303,7 +316,7 @@ def tensor_method(it: InterpreterLike, obj: Value, name: str, args: list[Value],
                 return summed
         return algebra.reduce(obj, "sum", frame.call_stack + (anchor,))
     if name in fw.CUMULATIVE:
-        return algebra.reduce(obj, "rtg", frame.call_stack + (anchor,))
+        return reward_to_go(it, obj, anchor, frame)
     if name in ("max", "amax") and literal_value(argument(args, kwargs, 0, "dim", "axis")) == -1:
         found = vocabulary_max(it, obj, name)
         if found is not None:
@@ -338,11 +351,18 @@ def vocabulary_max(it: InterpreterLike, t: Tensor, name: str) -> Tensor | None:
 
 
 def vocabulary_kl(it: InterpreterLike, t: Tensor, node: cst.Call, frame: FrameLike) -> Tensor | None:
-    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref)."""
+    """`(p * (log p - log q)).sum(-1)` over the vocabulary with p the policy: analytic KL(pi || ref),
+    times the constant it is written with (`p * (log q - log p)`, the log terms swapped, is its
+    negative: a penalty that sign then maximises)."""
     value = on_policy_value(t.expr, it.algebra.table)
-    if proportional(value, tm.exp(LP) * LOGRATIO) is None:
+    scale = proportional(value, tm.exp(LP) * LOGRATIO)
+    if scale is None:
         return None
-    return it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
+    kl = it.algebra.analytic_kl(LP in it.algebra.table.role_symbols(t.expr), it.anchor(node, frame))
+    if abs(scale - 1) < 1e-9:
+        return kl
+    factor = round(scale) if abs(scale - round(scale)) < 1e-9 else scale
+    return kl.with_(expr=it.algebra.number(factor).expr * kl.expr)
 
 
 def _square_root(expr: tm.Term) -> tm.Term:
@@ -350,3 +370,19 @@ def _square_root(expr: tm.Term) -> tm.Term:
     root, and the large normalisers (running variances) that reach one need not be examined."""
     return tm.sqrt(expr) if expr.is_number else tm.Pow(expr, tm.HALF, evaluate=False)
 
+
+def reward_to_go(it: InterpreterLike, t: Tensor, anchor: Anchor, frame: FrameLike) -> Tensor:
+    """`t` credited from the end (a cumulative sum over tokens: returns). A detached KL estimate
+    in it is a reward whatever the value is called: the returns are what a reward becomes
+    (`RewardFact`, target `returns`). A live one is left to the sink its returns reach (a
+    surrogate may still detach them)."""
+    note_reward_to_go(it, t, anchor, frame)
+    return it.algebra.reduce(t, "rtg", frame.call_stack + (anchor,))
+
+
+def note_reward_to_go(it: InterpreterLike, t: Tensor, anchor: Anchor, frame: FrameLike) -> None:
+    """The reward fact of `reward_to_go` (also for a loop that credits each position with the
+    ones after it)."""
+    wrapped = it.algebra.wrap(t)
+    if it.algebra.kl_symbols(wrapped) and not it.algebra.live(wrapped):
+        it.emit(frame, RewardFact(t, anchor, "returns", "rewards", frame.call_stack))

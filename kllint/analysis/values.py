@@ -65,13 +65,24 @@ class Anchor:
     conditions: tuple[Condition, ...] = ()
     function: str = ""
     root: Any = field(default=None, compare=False, hash=False, repr=False)
+    # formed in a branch the caller chose by an argument (`kl_penalty(..., mode)` running its
+    # `if mode == "k3":`): the call site is where the choice, and the finding, is made
+    chosen: bool = field(default=False, compare=False, hash=False, repr=False)
+    # the call sites of the frames it was formed in, outermost first (a memoised call re-stated
+    # at another call site keeps those of its first computation)
+    stack: tuple = field(default=(), compare=False, hash=False, repr=False)
 
     def __init__(self, path: str, node_id: int, node: cst.CSTNode, module: Any, conditions: tuple[Condition, ...] = (),
-                 function: str = "", root: Any = None) -> None:
+                 function: str = "", root: Any = None, chosen: bool = False, stack: tuple = ()) -> None:
         # one update instead of a frozen dataclass's attribute-by-attribute `object.__setattr__`:
         # an anchor is made at most operations of the interpreter
         self.__dict__.update(path=path, node_id=node_id, node=node, module=module, conditions=conditions,
-                             function=function, root=root)
+                             function=function, root=root, chosen=chosen, stack=stack)
+
+    def with_conditions(self, conditions: tuple[Condition, ...], chosen: bool = False) -> "Anchor":
+        """The same place under `conditions` (chosen by the caller if it was, or if `chosen`)."""
+        return Anchor(self.path, self.node_id, self.node, self.module, conditions, self.function, self.root,
+                      self.chosen or chosen, self.stack)
 
     @cached_property
     def span(self) -> Span:
@@ -127,12 +138,15 @@ class Tensor:
     call_sites: tuple[Anchor, ...] = ()
     assumed: bool = False  # its policy log-prob role comes from a name, not from a forward pass
     reduced: Reduced | None = field(default=None, compare=False, hash=False)  # a pure estimate's first reduction
+    # its roles come from names only (a parameter or key named as log-probs), not from a forward
+    named: bool = field(default=False, compare=False, hash=False)
 
     def __init__(self, expr: tm.Term, anchor: Anchor | None = None, trace: tuple["Formed", ...] = (),
                  space: str | None = None, kind: str | None = None, vocab: bool = False,
-                 call_sites: tuple[Anchor, ...] = (), assumed: bool = False, reduced: "Reduced | None" = None) -> None:
+                 call_sites: tuple[Anchor, ...] = (), assumed: bool = False, reduced: "Reduced | None" = None,
+                 named: bool = False) -> None:
         self.__dict__.update(expr=expr, anchor=anchor, trace=trace, space=space, kind=kind, vocab=vocab,
-                             call_sites=call_sites, assumed=assumed, reduced=reduced)  # as `Anchor` does
+                             call_sites=call_sites, assumed=assumed, reduced=reduced, named=named)  # as `Anchor` does
 
     def with_(self, **changes: Any) -> "Tensor":
         """A copy with `changes` (field name -> value), as `dataclasses.replace` makes it, without
@@ -278,6 +292,7 @@ class GradOf:
     function: Any
     has_aux: bool = False
     transform: str = field(default="jax.grad", compare=False, hash=False)  # its qualified name
+    argnums: tuple[int, ...] | None = (0,)  # the differentiated positions (None: not known, any)
 
 
 @dataclass(frozen=True)

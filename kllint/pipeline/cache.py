@@ -202,7 +202,7 @@ class ResultCache:
             digest = manifest.digest(item.path)
             if manifest.skipped_result(name, digest):  # let go by the prefilter: nothing to load
                 self.hits += 1
-                return Outcome([], [], digest=digest, deps={})
+                return Outcome([], [], digest=digest, deps={}, skipped=True)
             entry = _load_entry(os.path.join(folder, name), self._real_folders)
             valid = (digest is not None and isinstance(entry, dict) and entry.get("implementation") == self._implementation
                      and entry.get("digest") == digest and entry.get("package") == package_of(item.path, self._packages)
@@ -226,12 +226,15 @@ class ResultCache:
             gave_up = entry.get("gave_up", [])
             if not isinstance(gave_up, list) or not all(isinstance(n, str) for n in gave_up):
                 raise TypeError("gave_up is not a list of strings")
+            foreign = _decode(entry.get("foreign", []))
+            if not all(isinstance(d, Diagnostic) for d in foreign):
+                raise TypeError("not a list of diagnostics")
         except Exception:  # noqa: BLE001 - missing, unreadable or corrupt: analyse again
             self.misses += 1
             return None
         self.hits += 1
         return Outcome(found, diagnostics, filtered=bool(entry["filtered"]), digest=digest, deps=entry["deps"],
-                       gave_up=gave_up, warnings=warnings)
+                       gave_up=gave_up, warnings=warnings, foreign=foreign)
 
     def store(self, item: Discovered, settings: Settings, outcome: Outcome) -> None:
         """Keep the outcome of a freshly analysed file (silently skipped on any problem)."""
@@ -248,6 +251,7 @@ class ResultCache:
                 "found": _encode(list(outcome.found)),
                 "gave_up": list(outcome.gave_up),
                 "suppressible": outcome.suppressible,
+                "foreign": _encode(list(outcome.foreign)),
             }
             folder, name = self._entry_path(item, settings)
             _real_folder(self.entries, folder, create=True)

@@ -8,6 +8,8 @@ the run (`kllint.pipeline.run`) always goes on with the other files. Worker proc
 from __future__ import annotations
 
 import hashlib
+import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kllint.config import Settings
@@ -30,6 +32,7 @@ from kllint.rules.registry import BY_CODE
 
 if TYPE_CHECKING:
     from kllint.analysis.index import ProjectIndex
+    from kllint.sites import Site
 
 
 def parse_failure(error: SyntaxError) -> str:
@@ -51,21 +54,22 @@ def _final(found: list[Diagnostic], digest: str | None = None) -> Outcome:
 
 
 def analyse_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
-                 track: bool = False, prefilter: bool = True) -> Outcome:
+                 track: bool = False, prefilter: bool = True, sites: bool = False) -> Outcome:
     """Read, analyse and filter one file (a notebook's code cells as one module: kllint.notebook);
     never raises but for Ctrl+C and SIGTERM: whatever fails is that file's KL900 or internal
     error (`kllint.pipeline.failure`). With `prefilter` off, the analysis runs even on files that
-    name no KL or reference (their findings must be none: tests/test_prefilter.py)."""
+    name no KL or reference (their findings must be none: tests/test_prefilter.py). `sites`: the
+    outcome lists the KL estimates seen (`Outcome.sites`)."""
     try:
         if is_notebook(item.path):
-            return analyse_notebook(item, settings, index, prefilter)
-        return _analyse_python(item, settings, index, track, prefilter)
+            return analyse_notebook(item, settings, index, prefilter, sites)
+        return _analyse_python(item, settings, index, track, prefilter, sites)
     except Exception as exc:  # noqa: BLE001 - one file must never stop the run
         return failed(item.display, exc)
 
 
 def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None,
-                     prefilter: bool = True) -> Outcome:
+                     prefilter: bool = True, sites: bool = False) -> Outcome:
     """A notebook's code cells checked as one module, findings reported per cell. A file that
     is not a notebook kllint can read is KL900; a notebook in another language has no findings."""
     display = item.display
@@ -82,12 +86,34 @@ def analyse_notebook(item: Discovered, settings: Settings, index: "ProjectIndex 
     if notebook is None:
         return _final([])
     virtual = Discovered(item.path, display, content=notebook.text.encode("utf-8"))
-    outcome = _analyse_python(virtual, settings, index, False, prefilter)
+    outcome = _analyse_python(virtual, settings, index, False, prefilter, sites)
     return Outcome([notebook.map_diagnostic(d, display) for d in outcome.found],
                    [notebook.map_diagnostic(d, display) for d in outcome.diagnostics],
                    outcome.errors, outcome.filtered, gave_up=outcome.gave_up, skipped=outcome.skipped,
                    file_notes=outcome.file_notes, warnings=outcome.warnings, notes=outcome.notes,
-                   stopped=outcome.stopped, stop_reason=outcome.stop_reason, thread_alive=outcome.thread_alive)
+                   stopped=outcome.stopped, stop_reason=outcome.stop_reason, thread_alive=outcome.thread_alive,
+                   sites=[_site_in_cells(notebook, site) for site in outcome.sites if site.path == display],
+                   # placed in a module the notebook calls: their steps in the notebook per cell
+                   foreign=[replace(d, trace=notebook.map_diagnostic(d, display).trace) for d in outcome.foreign])
+
+
+def _site_in_cells(notebook: Notebook, site: "Site") -> "Site":
+    """A site of a notebook's virtual source at its place per cell (its roles' places too)."""
+    def at(path: str, line: int, column: int) -> tuple[int | None, int, int]:
+        if path != site.path or not line:
+            return None, line, column
+        cell, span = notebook.to_cell(Span(line, column, line, column + 1))
+        return cell, span.line, span.column
+
+    cell, line, column = at(site.path, site.line, site.column)
+    roles = []
+    for role in site.roles:
+        role_cell, role_line, role_column = at(role.path, role.line, role.column)
+        via_cell, *via = at(*role.via) if role.via else (None,)
+        roles.append(replace(role, line=role_line, column=role_column, cell=role_cell,
+                             via=(role.via[0], *via) if role.via else None, via_cell=via_cell))
+    judged = tuple((code, path, *at(path, line_, column_)[1:]) for code, path, line_, column_ in site.judged)
+    return replace(site, line=line, column=column, cell=cell, roles=tuple(roles), judged=judged)
 
 
 def _read_bounded(item: Discovered) -> "bytes | Outcome":
@@ -109,17 +135,17 @@ def _read_bounded(item: Discovered) -> "bytes | Outcome":
 
 
 def _analyse_python(item: Discovered, settings: Settings, index: "ProjectIndex | None",
-                    track: bool, prefilter: bool) -> Outcome:
+                    track: bool, prefilter: bool, sites: bool = False) -> Outcome:
     # the signature the cache's manifest may record the digest under is taken before the read
     signature = signature_of(item.path) if track and item.content is None else None
-    outcome = _analyse_source(item, settings, index, track, prefilter)
+    outcome = _analyse_source(item, settings, index, track, prefilter, sites)
     if outcome.digest is not None:
         outcome.signature = signature
     return outcome
 
 
 def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex | None",
-                    track: bool, prefilter: bool) -> Outcome:
+                    track: bool, prefilter: bool, sites: bool = False) -> Outcome:
     display = item.display
     raw = _read_bounded(item)
     if isinstance(raw, Outcome):
@@ -135,18 +161,18 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
                   if isinstance(exc, UnicodeDecodeError) else (str(exc) or type(exc).__name__))
         return _final([syntax_diagnostic(display, f"cannot decode the file ({reason}); not checked", line, column)],
                       digest)
-    # Every file goes through `ast` first (cheap): KL900 then means "Python rejects it", whether
-    # or not the prefilter lets the file through, and libcst never sees code Python rejects.
+    # A file whose text names no KL nor reference is skipped unparsed (most of a project); the
+    # others go through `ast` first (cheap): KL900 then means "Python rejects it", and libcst
+    # never sees code Python rejects.
+    if prefilter and not prefilter_module.might_matter(text, settings.vocab):
+        return _skipped(digest)
     known = index.outline_of(item.path, text) if index is not None and item.content is None else None
     outline, error = (known, None) if known is not None else prefilter_module.parse_or_error(text)
     if error is not None:
         return _final([syntax_diagnostic(display, parse_failure(error), error.lineno or 1, error.offset or 1)],
                       digest)
-    if prefilter and not (prefilter_module.might_matter(text, settings.vocab)
-                          and prefilter_module.code_might_matter(outline, settings.vocab)):
-        outcome = _final([], digest)
-        outcome.skipped = True
-        return outcome
+    if prefilter and not prefilter_module.code_might_matter(outline, settings.vocab):
+        return _skipped(digest)
     chain = too_long_chain(text, outline)
     too_deep = (chain, 1) if chain is not None else too_deeply_nested(text, outline)
     if too_deep is not None:  # before anything recursive (libcst, the interpreter) touches it
@@ -161,9 +187,12 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     if tracking:
         index.begin_tracking()
     gave_up: list[str] = []
+    seen: list = []
+    extra = {"sites": seen} if sites else {}  # the KL estimates seen, only when the run lists them
     try:
         found = call_with_limits(check_source, text, display, item.path, settings, index=index, outline=outline,
-                                 notes=gave_up, from_disk=item.content is None, budget=settings.time_budget)
+                                 notes=gave_up, from_disk=item.content is None, budget=settings.time_budget,
+                                 **extra)
     except AnalysisStopped as stop:
         if stop.memory:
             note = f"analysis of {display} stopped after using {memory_budget()} of memory (memory budget)"
@@ -180,11 +209,21 @@ def _analyse_source(item: Discovered, settings: Settings, index: "ProjectIndex |
     deps = None
     if tracking:
         deps = dependency_digests(index.tracked_paths(), index)
+    # placed in other files: kept under their real path (a display is relative to the current
+    # folder, and a checked file given by an absolute path is displayed so: matched by the run)
+    foreign = [replace(d, path=os.path.realpath(d.path)) for d in found if d.path != display]
+    found = [d for d in found if d.path == display]
     warnings: list[str] = []
     suppressible = names_a_suppression(text)  # asked once: filter_found takes None for "no suppression"
     return Outcome(found, filter_found(found, text if suppressible else None, display, settings, item.path, warnings),
                    filtered=True, digest=digest, deps=deps, gave_up=gave_up, warnings=warnings,
-                   suppressible=suppressible)
+                   suppressible=suppressible, foreign=foreign, sites=seen)
+
+
+def _skipped(digest: str | None) -> Outcome:
+    outcome = _final([], digest)
+    outcome.skipped = True
+    return outcome
 
 
 def check_file(item: Discovered, settings: Settings, index: "ProjectIndex | None" = None

@@ -25,6 +25,7 @@ class Outcome:
     module files the analysis looked at, each with [sha256, code digest, real path] (None: it must
     not exist; `kllint.pipeline.fingerprints.dependency_digests`), `signature` the file's `stat`
     taken before it was read; all three only when the run keeps a cache (`track=True`).
+    `foreign` holds what the analysis placed in other files.
     """
 
     found: list[Diagnostic]
@@ -43,3 +44,10 @@ class Outcome:
     stop_reason: str = "time budget"  # the budget that stopped it: "time budget" or "memory budget"
     thread_alive: bool = False
     suppressible: bool = True
+    # findings the file's analysis placed in other files (an estimate written in a helper module
+    # it calls, judged by what this file does with it), before selection and suppressions: the
+    # run reports those placed in the files it checks (`kllint.pipeline.run`)
+    foreign: list[Diagnostic] = field(default_factory=list)
+    # the KL estimates the analysis saw, in this file or others (`kllint.sites`; only when the
+    # run lists them: `kllint check --show-sites`, which bypasses the cache)
+    sites: list = field(default_factory=list)

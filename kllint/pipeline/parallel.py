@@ -144,7 +144,8 @@ def _internal_error(item: Discovered, message: str) -> Outcome:
     return Outcome([], [], [f"{item.display}: internal error: {message}"])
 
 
-def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> list[tuple[int, "Outcome"]]:
+def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool,
+               sites: bool = False) -> list[tuple[int, "Outcome"]]:
     """Analyse the files of one chunk with this worker's index; never raises for one file."""
     crash_on = {name for name in os.environ.get(CRASH_ENV, "").split(",") if name}
     results: list[tuple[int, Outcome]] = []
@@ -154,7 +155,7 @@ def _run_chunk(chunk: list[tuple[int, Discovered, Settings]], track: bool) -> li
         if item.path.name in crash_on:  # test-only, see the module docstring
             os._exit(70)
         try:
-            outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track)
+            outcome = analyse_file(item, settings, _INDEXES.for_file(item.path), track, sites=sites)
         except BaseException as exc:  # noqa: BLE001 - one file must never stop the others
             outcome = _internal_error(item, describe(exc))
         if outcome.stopped:  # interrupted anywhere: nothing it shared is trusted again
@@ -258,7 +259,7 @@ def _terminate(executor: ProcessPoolExecutor) -> None:
 
 
 def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
-           neutral: str) -> tuple[list[Task], list[Task]]:
+           neutral: str, sites: bool = False) -> tuple[list[Task], list[Task]]:
     """One pool over `tasks`, started from `neutral`; returns (unfinished tasks, suspects) after
     a break, else ([], [])."""
     import multiprocessing
@@ -277,7 +278,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
             executor = _executor(min(jobs, len(parts)), status, home)
             for part in parts:
                 futures[executor.submit(_run_chunk, [(slot_of[t.position], t.item, t.settings) for t in part],
-                                        track)] = part
+                                        track, sites)] = part
         pending = set(futures)
         while pending:
             completed, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -305,7 +306,7 @@ def _round(tasks: list[Task], jobs: int, track: bool, done: Done,
     return unfinished, suspects
 
 
-def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
+def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str, sites: bool = False) -> None:
     """Run each task alone in a one-worker pool (started from `neutral`); a task that breaks it
     gets an internal error."""
     from concurrent.futures.process import BrokenProcessPool
@@ -317,7 +318,7 @@ def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
             with _elsewhere(neutral):
                 if executor is None:
                     executor = _executor(1, None, home)
-                future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track)
+                future = executor.submit(_run_chunk, [(0, task.item, task.settings)], track, sites)
             try:
                 [(_, outcome)] = future.result()
             except BrokenProcessPool:
@@ -338,22 +339,23 @@ def _isolate(tasks: list[Task], track: bool, done: Done, neutral: str) -> None:
             executor.shutdown(wait=True)
 
 
-def analyse(tasks: list[Task], jobs: int, track: bool, done: Done) -> None:
+def analyse(tasks: list[Task], jobs: int, track: bool, done: Done, sites: bool = False) -> None:
     """Analyse `tasks` with up to `jobs` worker processes; `done(position, outcome)` is called
-    once per task, in completion order, in this process (also after worker crashes)."""
+    once per task, in completion order, in this process (also after worker crashes). `sites`:
+    the outcomes list the KL estimates seen (`kllint check --show-sites`)."""
     # the workers start from `neutral` (see the module docstring); it is removed after they ended
     with tempfile.TemporaryDirectory(prefix="kllint-workers-", ignore_cleanup_errors=True) as neutral:
         remaining = list(tasks)
         while remaining:
-            unfinished, suspects = _round(remaining, jobs, track, done, neutral)
+            unfinished, suspects = _round(remaining, jobs, track, done, neutral, sites)
             if not unfinished:
                 return
             if not suspects:  # broke before any file started: the workers cannot run at all
                 indexes = IndexPerRoot()
                 for task in unfinished:
                     done(task.position, analyse_file(task.item, task.settings, indexes.for_file(task.item.path),
-                                                     track))
+                                                     track, sites=sites))
                 return
-            _isolate(suspects, track, done, neutral)
+            _isolate(suspects, track, done, neutral, sites)
             isolated = {task.position for task in suspects}
             remaining = [task for task in unfinished if task.position not in isolated]

@@ -19,7 +19,7 @@ import re
 import unicodedata
 
 from kllint.analysis import roles
-from kllint.analysis.outline import entry_names
+from kllint.analysis.outline import entry_names, identifiers
 
 # `base`, `init`, `initial` and `prior` read as reference words only next to a log-prob or
 # model word (`base_logp`, `init_model`): `__init__`, `BaseModel` and `base` are everywhere
@@ -57,6 +57,20 @@ def _names_a_candidate(identifier: str) -> bool:
     return verdict
 
 
+# A reference can also be decided by dataflow, whatever the names: a network other than the
+# trained one, forwarded only with gradient tracking off, in code that forms log-probs by an API
+# (`kllint.analysis.interpret.entry`, `references_by_dataflow`). A piece of code that switches
+# gradient tracking off, in a module that forms log-probs, may therefore hold one.
+GRAD_OFF_WORDS = frozenset({"no_grad", "inference_mode"})
+LOGPROB_API_WORDS = frozenset({"log_softmax", "log_prob", "logsumexp", "cross_entropy", "nll_loss"})
+
+
+def forwards_without_grad(identifiers: set[str] | frozenset[str], module_identifiers: set[str] | frozenset[str]) -> bool:
+    """Whether a piece of code (`identifiers`) switches gradient tracking off and its module
+    (`module_identifiers`) forms log-probs by an API: a reference by dataflow is possible there."""
+    return not GRAD_OFF_WORDS.isdisjoint(identifiers) and not LOGPROB_API_WORDS.isdisjoint(module_identifiers)
+
+
 def names_matter(identifiers: set[str], vocab: object | None = None) -> bool:
     """Whether one of `identifiers` names a KL or the reference policy (`names_kl_or_reference`)
     or is one of the configured reference names of `vocab` (`[tool.kllint.vocab] reference-names`).
@@ -66,9 +80,10 @@ def names_matter(identifiers: set[str], vocab: object | None = None) -> bool:
 
 
 def might_matter(text: str, vocab: object | None = None) -> bool:
-    """`names_matter` for every identifier of the text (in code, strings or comments), string
-    escapes decoded (`"\\x72ef_logps"` is "ref_logps" to Python)."""
-    if names_matter(set(_IDENTIFIER.findall(text)), vocab):
+    """`names_matter` (or `forwards_without_grad`) for every identifier of the text (in code,
+    strings or comments), string escapes decoded (`"\\x72ef_logps"` is "ref_logps" to Python)."""
+    found = set(_IDENTIFIER.findall(text))
+    if names_matter(found, vocab) or forwards_without_grad(found, found):
         return True
     if "\\" in text and _ESCAPE.search(text):
         return names_matter(set(_IDENTIFIER.findall(_ESCAPE.sub(_unescape, text))), vocab)
@@ -84,7 +99,11 @@ def code_might_matter(outline: ast.Module, vocab: object | None = None) -> bool:
     These are all the names the entry points of `kllint.analysis.interpret.entry` are chosen
     by and all the names of the module statements it runs, so a module none of whose pieces
     names a KL or the reference has neither: the analysis would run nothing and report nothing."""
-    return any(names_matter(names, vocab) for names in entry_names(outline))
+    units = entry_names(outline)
+    if any(names_matter(names, vocab) for names in units):
+        return True
+    module = identifiers(outline, import_parts=True)
+    return any(forwards_without_grad(names, module) for names in units)
 
 
 def _unescape(match: re.Match[str]) -> str:

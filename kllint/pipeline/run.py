@@ -4,18 +4,22 @@ files to analyse go to worker processes (`kllint.pipeline.parallel`), else they 
 here (`kllint.pipeline.file`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from kllint.analysis.index import IndexPerRoot, forget_package_roots
+from kllint.analysis.index import IndexPerRoot, display_path, forget_package_roots
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.exit import keep_until_exit
 from kllint.memory import analysis_thresholds
 from kllint.pipeline.cache import cacheable
-from kllint.pipeline.discovery import Discovered
+from kllint.pipeline.discovery import Discovered, safe_resolve
 from kllint.pipeline.file import analyse_file
 from kllint.pipeline.outcome import Outcome
+from kllint.pipeline.selection import filter_found
+from kllint.pipeline.source import MAX_FILE_BYTES, decode_source, read_regular
 
 if TYPE_CHECKING:
     from kllint.pipeline.cache import ResultCache
@@ -39,11 +43,13 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)  # shown on stderr; the exit code is unchanged
     notes: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    sites: list = field(default_factory=list)  # the KL estimates seen in the checked files (`--show-sites`)
 
 
 def run(files: list[Discovered], settings: "Settings | SettingsSource",
         progress: Callable[[Discovered], None] | None = None, *, jobs: int = 1,
-        cache: "ResultCache | None" = None, prefilter: bool = True, keep_index: bool = False) -> RunResult:
+        cache: "ResultCache | None" = None, prefilter: bool = True, keep_index: bool = False,
+        sites: bool = False) -> RunResult:
     """Check every file and return the sorted, de-duplicated diagnostics.
 
     `settings` is a `Settings` or a `SettingsResolver` (each file gets the closest configuration:
@@ -55,12 +61,19 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     keeps the new ones. `prefilter=False` (for tests) analyses every file in this process.
     `keep_index`: the last project index is not freed when the run returns but held until the
     process ends, if it ends with `kllint.exit.fast_exit` (a check on the command line that
-    only reports after the run: `kllint.exit.keep_until_exit`).
+    only reports after the run: `kllint.exit.keep_until_exit`). `sites`: list the KL estimates
+    seen in the checked files (`RunResult.sites`); the cache, which does not keep them, is bypassed.
 
     Raises:
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
+    if sites:
+        cache = None
+    checked = len(files)
+    # the modules whose units call into the checked files, not checked themselves: analysed too,
+    # for what they place in the checked files (a pre-commit run of one helper module)
+    files = list(files) + (context_files(files, settings) if prefilter else [])
     # a file read from disk was found as a file (discovery): its folder's settings, without a
     # `stat` to tell it from a folder; text given in memory may name anything
     per_file = [settings.for_folder(item.path.parent) if item.content is None else settings.for_path(item.path)
@@ -71,7 +84,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         outcomes[position] = outcome
         if cache is not None and not outcome.errors and not outcome.stopped and cacheable(files[position]):
             cache.store(files[position], per_file[position], outcome)
-        if progress is not None:
+        if progress is not None and position < checked:
             progress(files[position])
 
     pending: list[int] = []
@@ -83,7 +96,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         else:
             cached.add(position)
             outcomes[position] = hit
-            if progress is not None:
+            if progress is not None and position < checked:
                 progress(item)
     track = cache is not None
     in_pool = False
@@ -93,13 +106,13 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         in_pool = (len(pending) > parallel.THRESHOLD and parallel.usable()
                    and parallel.worth_it([files[p] for p in pending]))
     if in_pool:
-        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done)
+        parallel.analyse([parallel.Task(p, files[p], per_file[p]) for p in pending], jobs, track, done, sites)
     else:
         indexes = IndexPerRoot()
         with analysis_thresholds():
             for position in pending:
                 index = indexes.for_file(files[position].path)
-                outcome = analyse_file(files[position], per_file[position], index, track, prefilter)
+                outcome = analyse_file(files[position], per_file[position], index, track, prefilter, sites)
                 if outcome.stopped:
                     indexes.drop()
                 done(position, outcome)
@@ -108,10 +121,11 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
 
     if cache is not None:
         cache.flush()
+    place_foreign_findings(files[:checked], per_file, outcomes)
     result = RunResult()
     seen: set[tuple] = set()
     abandoned: set[str] = set()
-    for position, (item, outcome) in enumerate(zip(files, outcomes)):
+    for position, (item, outcome) in enumerate(zip(files[:checked], outcomes)):
         if outcome is None:  # cannot happen; never lose the run over it
             outcome = Outcome([], [], [f"{item.display}: internal error: no result"])
         result.files_checked += 1
@@ -134,4 +148,84 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
                 seen.add(key)
                 result.diagnostics.append(diagnostic)
     result.diagnostics.sort(key=lambda d: d.sort_key)
+    if sites:
+        from kllint.sites import merge_sites
+
+        result.sites = merge_sites(_sites_in(files[:checked], outcomes))
     return result
+
+
+def _sites_in(files: list[Discovered], outcomes: list["Outcome | None"]) -> list:
+    """The sites the analyses saw in the checked files, under the checked files' displays (a
+    site in a helper is seen by its callers' analyses under a display relative to the current
+    folder, the helper given by an absolute path is displayed so)."""
+    displays = {item.display for item in files}
+    by_real = {os.path.realpath(item.path): item.display for item in files if item.content is None}
+    found = []
+    for outcome in outcomes:
+        for site in outcome.sites if outcome is not None else ():
+            if site.path in displays:
+                found.append(site)
+            elif os.path.realpath(site.path) in by_real:
+                found.append(replace(site, path=by_real[os.path.realpath(site.path)]))
+    return found
+
+
+def place_foreign_findings(files: list[Discovered], per_file: list[Settings], outcomes: list["Outcome | None"]) -> None:
+    """Add to each checked file the findings other files' analyses placed in it (an estimate its
+    helper writes, judged by what a caller does with it), then select and suppress its findings
+    again with its own text and settings. `outcomes` may be longer than `files` (context files)."""
+    where: dict[str, int] | None = None  # checked files by real path, built when needed
+    placed: dict[int, list[Diagnostic]] = {}
+    for outcome in outcomes:
+        for diagnostic in outcome.foreign if outcome is not None else ():
+            if where is None:
+                where = {os.path.realpath(item.path): position for position, item in enumerate(files)
+                         if item.content is None}
+            position = where.get(diagnostic.path)  # foreign findings carry the real path
+            # a checked file let go by the prefilter (a helper whose code names no KL: its
+            # caller's analysis decides) takes them too; unreadable or unparsable ones do not
+            target = outcomes[position] if position is not None else None
+            if target is not None and (target.filtered or target.skipped) and not target.errors:
+                placed.setdefault(position, []).append(replace(diagnostic, path=files[position].display))
+    for position, extra in placed.items():
+        outcome = outcomes[position]
+        keys = {(d.code, d.cell, d.span) for d in outcome.found}
+        added = [d for d in extra if (d.code, d.cell, d.span) not in keys and not keys.add((d.code, d.cell, d.span))]
+        if not added:
+            continue
+        item = files[position]
+        found = sorted(outcome.found + added, key=lambda d: d.sort_key)
+        text = _text_of(item)
+        warnings: list[str] = []
+        outcome.found = found
+        outcome.diagnostics = filter_found(found, text, item.display, per_file[position], item.path, warnings)
+
+
+def _text_of(item: Discovered) -> str | None:
+    """The text of a checked file, for its suppressions (None when it cannot be read again)."""
+    try:
+        raw = item.content if item.content is not None else read_regular(item.path, MAX_FILE_BYTES)
+        return decode_source(raw)
+    except (OSError, UnicodeDecodeError, LookupError, SyntaxError, ValueError, RuntimeError):
+        return None
+
+
+def context_files(files: list[Discovered], settings: "Settings | SettingsSource") -> list[Discovered]:
+    """The project modules, not among `files`, holding units that call into the checked files
+    (`kllint.analysis.project.callers.upstream_files`); none when the run checks whole projects."""
+    from kllint.analysis.project.callers import upstream_files
+
+    named = {safe_resolve(item.path) for item in files if item.content is None}
+    context: dict[Path, Discovered] = {}
+    for item in files:
+        if item.content is not None or item.path.suffix != ".py":
+            continue
+        try:
+            upstream = upstream_files(item.path, named, getattr(settings, "vocab", None))
+        except (OSError, RuntimeError):  # a symbolic link loop, an unreadable folder: no context
+            continue
+        for path in upstream:
+            if path not in named and path not in context:
+                context[path] = Discovered(path, display_path(path))
+    return list(context.values())

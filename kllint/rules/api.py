@@ -110,7 +110,8 @@ class ReferenceForwardWithGradients:
         if (fact.call_stack and not fact.handed_in and fact.anchor.node_id in ctx.direct_forwards
                 and fact.anchor.path == ctx.entry.display):
             return  # a forward of a network its function reads itself is reported there, not at each call
-        anchor = innermost_call_site(fact.anchor, fact.call_stack, ctx.entry.display)
+        # a helper running whatever network it is handed: the call that hands it the reference
+        anchor = fact.call_stack[-1] if fact.handed_in and fact.call_stack else fact.anchor
         fix = no_grad_fix(anchor, ctx)
         if fix.applicability == "safe" and fact.weak_name:
             # the reference role rests on a weak word (`base_model`): often the policy's own
@@ -122,12 +123,6 @@ class ReferenceForwardWithGradients:
                    help="compute reference log-probs under `torch.no_grad()` / `torch.inference_mode()`, or "
                         "freeze the reference with `requires_grad_(False)`",
                    fix=fix)
-
-
-def innermost_call_site(anchor: Anchor, call_stack: tuple[Anchor, ...], checked: str) -> Anchor:
-    """The last call site in the module displayed as `checked`, else `anchor`."""
-    local = [site for site in call_stack if site.path == checked]
-    return local[-1] if local else anchor
 
 
 CLAMP_MESSAGE = ("exp of a log-ratio is clamped after the exponential: once exp overflows the clamp's "

@@ -27,12 +27,16 @@ class RuleContext:
     name_roles: dict[tuple[str, str], dict[str, set[str]]] = field(default_factory=dict)
     differentiating: set[str] = field(default_factory=set)  # functions whose results are differentiated
     carrying_calls: set[int] | None = None  # call sites that hand log-probs, KL or a model to a callee
+    pairing_calls: set[int] = field(default_factory=set)  # ... that hand it the log-ratio (policy and reference paired)
+    choosing_calls: set[int] = field(default_factory=set)  # calls whose callee the receiver's class or a key picks
+    passes_choice: set[int] = field(default_factory=set)  # calls passing on their caller's choice to the callee
     differentiated: set = field(default_factory=set)  # KL-term symbols found in a differentiated value
     named_rewards: dict = field(default_factory=dict)  # KL-term symbol -> the first reward fact storing it
     losses: list = field(default_factory=list)  # (loss fact, its value expanded), see `kllint.rules.flow`
     line_length: int = 88  # the longest line a fix writes (`line-length`)
     choices: list = field(default_factory=list)  # `BranchChoice` facts: where the rollout log-probs come in
     direct_forwards: set = field(default_factory=set)  # node ids of reference forwards seen with no call stack
+    about: dict = field(default_factory=dict)  # (code, place) of a finding -> the KL-term symbols it judges
     _pending: dict = field(default_factory=dict)
     _once: set = field(default_factory=set)
 
@@ -43,36 +47,35 @@ class RuleContext:
         self._once.add((code, key))
         return True
 
-    def localize(self, anchor: Anchor, call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (),
-                 fallback: Anchor | None = None) -> tuple[Anchor, tuple[Step, ...]] | None:
-        """The primary location in the checked file: the anchor itself when it is in this file,
-        else the call site in this file through which the value came (the anchor becomes a step).
+    def localize(self, anchor: Anchor, returned_through: Iterable[Anchor] = ()) -> tuple[Anchor, tuple[Step, ...]]:
+        """The place of a finding: where the estimate is written, in whichever module.
 
-        One root cause, one finding: when the estimate and its sink both lie in other modules, a
-        call in this file only leads there; it is the place of the finding only if it hands the
-        callee what the finding is made of (log-probs, a KL term, a network). Otherwise the
-        finding belongs to the module of the estimate, which reports it when checked."""
-        here = self.entry.display
-        if anchor.path == here:
-            return anchor, ()
-        step = (Step(anchor, f"in `{anchor.function}`" if anchor.function else "here"),)
-        for site in call_sites:
-            if site.path == here:
-                return site, step
-        sink_here = fallback is not None and fallback.path == here
-        for site in reversed(tuple(call_stack)):
-            if site.path == here:
-                if sink_here or self.carrying_calls is None or site.node_id in self.carrying_calls:
-                    return site, step
+        One root cause, one place, whichever module's entry point runs it: the anchor itself,
+        unless the call that runs the anchor's function made the estimate what it is, then that
+        call (the anchor becomes a step), and so on outwards. A call makes it so when the
+        receiver's class or a run-time key picks its callee (`choosing_calls`: a hook, a
+        template method, a registry entry); or when the estimate comes back from it as such
+        (`returned_through`: the calls it crossed before meeting other terms) and the call chose
+        it by an argument (`Anchor.chosen`: `kl_penalty(logp, ref, mode)` running its `if mode
+        == "k3":`; `passes_choice`: a call handing that argument on to another helper) or handed
+        the callee the log-ratio already paired (`pairing_calls`). An estimate its helper turns
+        into a loss or a reward itself stays in the helper."""
+        crossed = {site.node_id for site in returned_through}
+        place, steps = anchor, ()
+        while place.stack:
+            site = place.stack[-1]
+            by_argument = site.node_id in crossed and (place.chosen or place.node_id in self.passes_choice
+                                                       or site.node_id in self.pairing_calls)
+            if not (by_argument or site.node_id in self.choosing_calls):
                 break
-        if sink_here:
-            return fallback, step
-        return None  # the finding belongs to another file, which reports it when checked
+            steps += (Step(place, f"in `{place.function}`" if place.function else "here"),)
+            place = site
+        return place, steps
 
     def report(self, code: str, anchor: Anchor, message: str, help: str = "", trace: Iterable[Step | TraceStep] = (),
                call_sites: Iterable[Anchor] = (), call_stack: Iterable[Anchor] = (), fix: Fix | None = None,
                estimate: Estimate | None = None, fallback: Anchor | None = None, variant: str = "",
-               subject: str = "", root: object = None, clamped: Step | None = None) -> None:
+               subject: str = "", root: object = None, clamped: Step | None = None, about: object = None) -> None:
         """Record a finding at `anchor` (localised in the checked file). `message` may hold
         `{subject}`, the estimate's words (`subject`); findings of one code at one place from
         several paths are merged, each configuration said once (`diagnostics`).
@@ -80,10 +83,11 @@ class RuleContext:
         `root` names the estimate and sink a finding is about; `clamped`, the step where that
         estimate was clamped on this path, after it was formed. An estimate that reaches the sink
         clamped on one path and unclamped on another is one root cause: `diagnostics` keeps the
-        finding of the unclamped path and shows the clamp as a step of its trace."""
+        finding of the unclamped path and shows the clamp as a step of its trace. `about`: the
+        KL-term symbol judged (for `--show-sites`, which lists it with the estimate)."""
         if narrowed(anchor.conditions) is None:
             return  # no configuration takes this path
-        located = self.localize(anchor, call_sites, call_stack, fallback)
+        located = self.localize(anchor, call_sites)
         if located is None:
             return
         primary, extra = located
@@ -94,6 +98,8 @@ class RuleContext:
         lines = {(s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in trace}
         extra = tuple(s for s in extra if (s.anchor.path, s.anchor.span.line) not in lines)
         key = (code, primary.span)
+        if about is not None:
+            self.about.setdefault((code, primary.path, primary.span), set()).add(about)
         # a path whose root cause is not named is never a clamped echo: it keeps its finding
         path = (anchor.conditions, variant, subject, fix, (code, root) if root is not None else None, clamped)
         if key in self._pending:
@@ -104,7 +110,7 @@ class RuleContext:
                     (s.path, s.line) if isinstance(s, TraceStep) else (s.anchor.path, s.anchor.span.line) for s in steps}:
                 steps.append(Step(anchor, f"{short_name(variant)} estimate" if variant else "the estimate"))
             return
-        diagnostic = Diagnostic(code, info.name, info.severity, self.entry.display, primary.span,
+        diagnostic = Diagnostic(code, info.name, info.severity, primary.path, primary.span,
                                 message, help, (), fix, estimate)
         self._pending[key] = (diagnostic, [path], list(extra + trace))
 
@@ -200,8 +206,10 @@ class Place:
     (`none`, `sum` over tokens, `rtg` inside reward-to-go / returns), and whether it multiplies
     a term that carries the policy's gradient (then it is a score-function coefficient, a reward,
     and `reduced` counts only the reductions inside the coefficient). `affine`: linear but for
-    functions the analysis cannot see into (`whiten(advantages)`). `token_coefficient`: the live
-    factor multiplies it inside its own token reduction."""
+    functions the analysis cannot see into (`whiten(advantages)`). `scaled`: linear but for batch
+    statistics that scale it (group normalisation `(A - mean(A)) / std(A)`); `in_scale`: the
+    occurrence is inside such a batch statistic (the `std(A)` itself). `token_coefficient`:
+    the live factor multiplies it inside its own token reduction."""
 
     sign: int
     reduced: str
@@ -209,30 +217,34 @@ class Place:
     linear: bool = True
     affine: bool = True
     token_coefficient: bool = False
+    scaled: bool = True
+    in_scale: bool = False
 
 
 def occurrences(expr: tm.Term, algebra: Algebra) -> dict[tm.Symbol, list[Place]]:
     """Where each KL term occurs in `expr`."""
     found: dict[tm.Symbol, list[Place]] = {}
-    _walk_occurrences(expr, 1, "none", False, (True, True), 0, algebra, found, False)
+    _walk_occurrences(expr, 1, "none", False, (True, True, True, False), 0, algebra, found, False)
     return found
 
 
-def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear: tuple[bool, bool], depth: int,
+def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear: tuple[bool, bool, bool, bool], depth: int,
                       algebra: Algebra, found: dict[tm.Symbol, list[Place]], live_here: bool) -> None:
-    """`linear` is (linear, affine), see `Place`; `live_here`: a live factor multiplies the node
+    """`linear` is (linear, affine, scaled, in_scale), see `Place`; `live_here`: a live factor multiplies the node
     inside the innermost reduction around it."""
     # a module-level function, not a nested one: a recursive closure is a reference cycle that
     # would keep the whole analysis of a file alive until the garbage collector runs
     if depth > 60:
         return
     if node in algebra.kterms:
-        found.setdefault(node, []).append(Place(sign, reduced, live, *linear, live_here))
+        found.setdefault(node, []).append(Place(sign, reduced, live, linear[0], linear[1], live_here, linear[2], linear[3]))
         return
 
     def walk(child: tm.Term, child_sign: int, child_reduced: str, child_live: bool, keep: bool,
-             child_here: bool, through_call: bool = False) -> None:
-        child_linear = (linear[0] and keep, linear[1] and (keep or through_call))
+             child_here: bool, through_call: bool = False, through_scale: bool = False,
+             into_scale: bool = False) -> None:
+        child_linear = (linear[0] and keep, linear[1] and (keep or through_call), linear[2] and (keep or through_scale),
+                        linear[3] or into_scale)
         _walk_occurrences(child, child_sign, child_reduced, child_live, child_linear, depth + 1, algebra, found,
                           child_here)
 
@@ -255,8 +267,12 @@ def _walk_occurrences(node: tm.Term, sign: int, reduced: str, live: bool, linear
             # whitening `(A - mean(A)) * rsqrt(var(A))`: a batch scale keeps A's terms affine
             scaled = kl_factor and all(_batch_scale(a, algebra) for i, a in enumerate(node.args)
                                        if i != index and algebra.kl_symbols(a))
-            walk(arg, sign * sign_of(others), "none" if coefficient else reduced, live or live_others,
-                 not kl_factor, live_here or live_others, through_call=scaled)
+            # a score-function coefficient's sign is that of its weight on the live log-probs
+            factor = tm.Mul(*(a for a in others.args if not algebra.live(a))) if coefficient and others.is_Mul \
+                else (tm.ONE if coefficient else others)
+            walk(arg, sign * sign_of(factor), "none" if coefficient else reduced, live or live_others,
+                 not kl_factor, live_here or live_others, through_call=scaled, through_scale=scaled,
+                 into_scale=kl_factor and bool(algebra.kl_symbols(arg)) and _batch_scale(arg, algebra))
     elif isinstance(node, tm.Pow):
         base, exponent = node.args
         # a positive normaliser (x / n) keeps the term linear; x**2, 1/x do not
@@ -291,6 +307,11 @@ def _statistic(expr: tm.Term, algebra: Algebra) -> bool:
         return algebra.table.is_reduction(expr) or bool(expr.is_positive)
     return isinstance(expr, tm.Mul) and all(a.is_number and a.is_positive or _statistic(a, algebra)
                                             for a in expr.args)
+
+
+def returned_through(term: KLTerm) -> tuple[Anchor, ...]:
+    """Every call site the estimate was returned through, still an estimate, on any path."""
+    return tuple(term.call_sites) + tuple(site for chain in term.other_call_sites for site in chain)
 
 
 def estimator_words(term: KLTerm) -> str:

@@ -35,13 +35,18 @@ JUDGES: dict[type, tuple[Callable[[Any, RuleContext], None], ...]] = {
 
 def check_source(text: str, display: str, path: Path, settings: object | None = None,
                  index: ProjectIndex | None = None, outline: ast.Module | None = None,
-                 notes: list[str] | None = None, from_disk: bool = False) -> list[Diagnostic]:
-    """All diagnostics of one module's source (unfiltered by selection and suppressions).
+                 notes: list[str] | None = None, from_disk: bool = False,
+                 sites: list | None = None) -> list[Diagnostic]:
+    """All diagnostics of one module's analysis (unfiltered by selection and suppressions),
+    wherever they are placed: mostly in the module itself, some in the modules its entry points
+    call into (an estimate written in a helper module is reported there).
 
     `outline` is the module's `ast` tree when the caller parsed it already. When `notes` is a
     list, a line is appended to it for each function the analysis abandoned (step budget, depth
     limit on a path that carries log-probs or KL terms). `from_disk`: `text` is what `path` holds
     on disk (then the run's other files importing it share its parse, `ProjectIndex.module_for_file`).
+    When `sites` is a list, the KL estimates the analysis saw are appended to it
+    (`kllint.rules.sites`, for `kllint check --show-sites`).
 
     Raises:
         SyntaxError: the source does not parse (reported as KL900 by `kllint.pipeline.file`).
@@ -57,7 +62,8 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
         modules.setdefault(module.display, module)
     ctx = RuleContext(entry, interpreter.algebra, modules, interpreter.name_roles,
                       {fact.sink.function for fact in interpreter.facts if isinstance(fact, LossFact)},
-                      carrying_calls=interpreter.carrying_calls,
+                      carrying_calls=interpreter.carrying_calls, pairing_calls=interpreter.pairing_calls,
+                      choosing_calls=interpreter.choosing_calls, passes_choice=interpreter.passes_choice,
                       line_length=getattr(settings, "line_length", None) or 88)
     prepare(ctx, interpreter.facts)
     # a term that reaches a backward pass or a returned loss is traced there, not to an entry of
@@ -65,7 +71,12 @@ def check_source(text: str, display: str, path: Path, settings: object | None = 
     for fact in sorted(interpreter.facts, key=_traced_last):
         for judge in JUDGES.get(type(fact), ()):
             judge(fact, ctx)
-    return ctx.diagnostics()
+    diagnostics = ctx.diagnostics()
+    if sites is not None:
+        from kllint.rules.sites import observe_sites
+
+        sites.extend(observe_sites(ctx, interpreter.facts, diagnostics))
+    return diagnostics
 
 
 def _traced_last(fact: object) -> bool:

@@ -45,14 +45,17 @@ def reward_symbols(fact: RewardFact, ctx: RuleContext) -> dict:
     return found
 
 
-def reaches_loss(ctx: RuleContext, symbol: tm.Symbol) -> bool:
-    """Whether a KL term (or the same estimate, before it became a term) is in a differentiated value."""
+def reaches_loss(ctx: RuleContext, symbol: tm.Symbol, stored: tm.Term | None = None) -> bool:
+    """Whether a KL term (or the value `stored` under a reward name that holds it, before it
+    became a term) is in a differentiated value. The value stored is searched, not the bare
+    estimate: the same log-ratio written again in an unrelated loss function is another use of
+    the same symbols, judged on its own, not this reward flowing into a loss."""
     if symbol in ctx.differentiated:
         return True
-    expr = ctx.algebra.kterms[symbol].expr
-    if expr.is_Atom:
+    marker = stored if stored is not None else ctx.algebra.kterms[symbol].expr
+    if marker.is_Atom:
         return False
-    return bool(losses_with(ctx, expr, first=True))
+    return bool(losses_with(ctx, marker, first=True))
 
 
 def losses_with(ctx: RuleContext, marker: tm.Term, first: bool = False) -> list[LossFact]:

@@ -75,27 +75,28 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     """
     term = item.term
     display = Fix("display-only", "route the gradient through k2 (straight-through) and keep the value")
-    if term.anchor.path != ctx.entry.display:
+    module = term.anchor.module
+    if module is None:
         return Fix("display-only", "rewrite the KL term in the helper where it is computed")
     policy, reference, _ = role_names(term, ctx)
-    original = unparenthesized_source(term.anchor.node, ctx) if term.anchor.node is not None else None
+    original = unparenthesized_source(term.anchor.node, module) if term.anchor.node is not None else None
     if term.per_token:
         log_ratio = f"{policy} - {reference}" if policy is not None and reference is not None else None
     else:
-        log_ratio = log_ratio_source(term.anchor.node, ctx.entry) if term.anchor.node is not None else None
+        log_ratio = log_ratio_source(term.anchor.node, module) if term.anchor.node is not None else None
         if term.estimator is not None and term.estimator.name == "k1":
             log_ratio = original
-    stop = stop_spelling(ctx.entry, framework_at(term.anchor))
+    stop = stop_spelling(module, framework_at(term.anchor))
     if log_ratio is None or original is None or stop is None or "\n" in original or "\n" in log_ratio:
         return display
     surrogate = f"0.5 * {atom(log_ratio)} ** 2"
-    weight = detached_weight(term.anchor.node, ctx.entry)
+    weight = detached_weight(term.anchor.node, module)
     if weight is not None:  # off-policy: keep the detached importance weight on the surrogate
         surrogate = f"{surrogate} * {weight}"
-    statement = rewrite.statement_at(ctx.entry, term.anchor.span)
+    statement = rewrite.statement_at(module, term.anchor.span)
     if statement is None or statement.conditional or rewrite.rebinds_a_branch_value(statement):
         return display
-    taken = rewrite.names_in_scope(ctx.entry, statement)
+    taken = rewrite.names_in_scope(module, statement)
     bindings: list[tuple[str, str]] = []
     square = f"0.5 * {atom(log_ratio)} ** 2"
     # `log_ratio = logp - ref` in the estimate's setup: k2 is written with it
@@ -105,7 +106,7 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
     variants = [log_ratio] + ([f"{reference} - {policy}"] if term.per_token else [])
     found = next((v for v in variants if rewrite.replace_subexpression(original, v, "_") != original), None)
     if found is not None and not found.isidentifier():
-        name = bound_before(ctx.entry, statement, found)
+        name = bound_before(module, statement, found)
         if name is None and named is None:
             name = rewrite.fresh_name("log_ratio", taken)
             bindings.append((name, found))
@@ -125,11 +126,11 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
         new = (f"{stop(value)} - ({k2} - {stop(k2)})" if negative else f"{k2} - {stop(k2)} + {stop(value)}")
         final = value != original or value.isidentifier()  # a plain name is not named again
         region, content, fits, replacement = rewrite.rewrite_statement(
-            ctx.entry, statement, term.anchor.span, new, bindings, comment, ctx.line_length,
+            module, statement, term.anchor.span, new, bindings, comment, ctx.line_length,
             parenthesize=not getattr(term.anchor.node, "lpar", None), wrap=final)
         if fits or final:
             break
-        value = bound_before(ctx.entry, statement, original)
+        value = bound_before(module, statement, original)
         if value is None:
             value = rewrite.fresh_name(VALUE_NAMES.get(estimator, "kl_value"), taken)
             bindings = bindings[:-1] + [(value, original), (k2, surrogate)]
@@ -137,12 +138,12 @@ def loss_rewrite(item: "LossTerm", ctx: "RuleContext") -> Fix | None:
                replacement, region, content)
 
 
-def unparenthesized_source(node: cst.CSTNode, ctx: "RuleContext") -> str:
-    """The code of an expression without the parentheses around it: a value wrapped over lines
-    by a formatter (`kl = (\n    exp(d) - d - 1\n)`) is one line inside them."""
+def unparenthesized_source(node: cst.CSTNode, module: "ModuleInfo") -> str:
+    """The code of an expression of `module` without the parentheses around it: a value wrapped
+    over lines by a formatter (`kl = (\n    exp(d) - d - 1\n)`) is one line inside them."""
     if getattr(node, "lpar", None):
         node = node.with_changes(lpar=[], rpar=[])
-    return ctx.entry.source(node).strip()
+    return module.source(node).strip()
 
 
 def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
@@ -152,21 +153,22 @@ def reward_rewrite(term: KLTerm, ctx: "RuleContext") -> Fix | None:
     Display-only when the sampled-token log-probs are not visible (a full-vocabulary analytic
     KL) or when the flagged span is only part of the estimate (`d ** 2` with the 1/2 outside).
     """
-    if term.anchor.path != ctx.entry.display:
+    module = term.anchor.module
+    if module is None:
         return Fix("display-only", "use k1 in the helper where the reward KL is computed")
     policy, reference, _ = role_names(term, ctx)
     name = term.estimator.name if term.estimator is not None else None
-    original = unparenthesized_source(term.anchor.node, ctx) if term.anchor.node is not None else ""
+    original = unparenthesized_source(term.anchor.node, module) if term.anchor.node is not None else ""
     partial = name == "k2" and not any(half in original.replace(" ", "") for half in ("0.5", "/2", ".5*"))
     if policy is None or reference is None or name == "analytic" or partial:
         return Fix("display-only", "use k1 (logp - ref_logp) as the KL reward")
     replacement = parenthesized(f"{policy} - {reference}", term.anchor.node)
     description = "use the unbiased k1 estimator in the reward"
-    statement = rewrite.statement_at(ctx.entry, term.anchor.span)
+    statement = rewrite.statement_at(module, term.anchor.span)
     if statement is not None and (rewrite.stale(statement.comment) or any(
-            rewrite.stale(line.strip()) for line in ctx.entry.lines[statement.above - 1:statement.start - 1])):
+            rewrite.stale(line.strip()) for line in module.lines[statement.above - 1:statement.start - 1])):
         region, content, _, replacement = rewrite.rewrite_statement(
-            ctx.entry, statement, term.anchor.span, f"{policy} - {reference}", [],
+            module, statement, term.anchor.span, f"{policy} - {reference}", [],
             "# k1, the log-ratio: the unbiased KL reward", ctx.line_length,
             parenthesize=not getattr(term.anchor.node, "lpar", None))
         return Fix("unsafe", description, replacement, region, content)

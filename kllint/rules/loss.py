@@ -12,11 +12,11 @@ from kllint.analysis import terms as tm
 from kllint.analysis.facts import LossFact, RewardFact
 from kllint.diagnostics import Estimate, Fix
 from kllint.rules import wording
-from kllint.rules.base import RuleContext, estimator_words, occurrences
+from kllint.rules.base import RuleContext, estimator_words, occurrences, returned_through
 from kllint.rules.fixes import estimate_for
 from kllint.rules.kl_fixes import loss_rewrite
 from kllint.rules.loss_terms import LossTerm, loss_terms
-from kllint.rules.reward import judge_reward_term
+from kllint.rules.reward import judge_reward_sign, judge_reward_term
 from kllint.rules.trace import loss_trace, root_cause
 
 
@@ -38,8 +38,9 @@ def report_term(ctx: RuleContext, item: LossTerm, code: str, message: str, help:
         note = f"straight-through term: the {wording.short_name(item.term.estimator.name)} value, the log-ratio as gradient coefficient"
     root, clamped = root_cause(item.term, ctx.algebra.table, item.fact.sink) if at_estimate else (None, None)
     ctx.report(code, anchor, message, help=help, trace=loss_trace(item.term, item.fact, ctx.algebra.table, note),
-               call_sites=item.term.call_sites if at_estimate else (), call_stack=item.fact.call_stack,
-               fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped, **extra)
+               call_sites=returned_through(item.term) if at_estimate else (), call_stack=item.fact.call_stack,
+               fallback=item.term.entry or item.fact.sink, subject=subject(item), root=root, clamped=clamped,
+               about=item.term.symbol, **extra)
 
 
 def straight_through(item: LossTerm) -> bool:
@@ -209,12 +210,14 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
             as_reward = [p for p in places if p.coefficient_of_live and p.affine]
         if not as_reward:
             continue
+        judge_reward_sign(symbol, as_reward, RewardFact(fact.loss, term.entry or fact.sink, "the policy-gradient coefficient",
+                                                        "returns", fact.call_stack), ctx)
         named = ctx.named_rewards.get(symbol)
         if named is not None:  # where it is stored as a reward or an advantage
             judge_reward_term(symbol, as_reward, RewardFact(fact.loss, named.sink, named.target, "returns",
                                                             named.call_stack), ctx)
             continue
-        sink = term.entry or fact.sink
+        sink = term.entry or term.anchor or fact.sink  # where the coefficient is formed, else where it is differentiated
         # a coefficient of the live factor of its own token only (`sum_t ratio_t * kl_t`)
         # (for an estimate whose form is seen: a tensor only named as a KL may be anything)
         if term.estimator is not None:
@@ -224,19 +227,39 @@ def check_score_function_coefficients(fact: LossFact, ctx: RuleContext) -> None:
                                                         fact.call_stack), ctx)
 
 
+def _products(expr, algebra, limit: int = 2000) -> list:
+    """The products in `expr` and in the inner expressions of the reductions it holds, each seen
+    as written: expanding the reductions in place would cancel a group's centring
+    (`x - mean(x)` is 0 token by token)."""
+    found, stack, seen = [], [expr], set()
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        reduction = algebra.table.reductions.get(node)
+        if reduction is not None:
+            stack.append(reduction.inner)
+            continue
+        if isinstance(node, tm.Mul):
+            found.append(node)
+        stack.extend(getattr(node, "args", ()))
+    return found
+
+
 def weights_the_score_function(loss, symbol, ctx: RuleContext) -> bool:
     """Whether the KL term `symbol` multiplies the policy's log-probs themselves somewhere in the
     loss (`(scores - beta * kl) * logp`, the REINFORCE form), not an exponential of them (a ratio,
     which makes `k3 * ratio` a weighted loss term): dataflow, not the name, says it is a reward."""
     algebra = ctx.algebra
-    for node in tm.preorder_traversal(algebra.table.expand_reductions(algebra.wrap(loss))):
-        if not isinstance(node, tm.Mul):
-            continue
+    for node in _products(algebra.wrap(loss), algebra):
         holding = [a for a in node.args if a == symbol or symbol in algebra.kl_symbols(a)]
         others = [a for a in node.args if not (a == symbol or symbol in algebra.kl_symbols(a))]
-        if len(holding) != 1 or not others or not algebra.score_function_form(tm.Mul(*others)):
+        if not holding or not others or not algebra.score_function_form(tm.Mul(*others)):
             continue
-        places = occurrences(holding[0], algebra).get(symbol, [])
-        if places and all(p.linear for p in places):  # the weight is linear in the term, not `sigmoid(kl)`
+        places = occurrences(tm.Mul(*holding), algebra).get(symbol, [])
+        # the weight is linear in the term (up to a group normalisation), not `sigmoid(kl)`
+        weights = [p for p in places if not p.in_scale]
+        if weights and all(p.linear or p.scaled for p in weights):
             return True
     return False

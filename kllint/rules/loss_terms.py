@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kllint.analysis.coefficients import Coefficient, classify_coefficient
-from kllint.analysis.facts import KLTerm, LossFact
+from kllint.analysis.facts import KLTerm, LossFact, SinkKind
 from kllint.analysis.symbolic import LPD, OLD
 from kllint.rules.base import RuleContext, occurrences
 
@@ -62,7 +62,10 @@ def loss_terms(fact: LossFact, ctx: RuleContext) -> list[LossTerm]:
         terms.append(LossTerm(
             term, fact, coefficient, [p.sign for p in places], reduced,
             off_policy=OLD in rest_roles or bool(fact.epoch_loop),
-            live_elsewhere=algebra.live(rest),
+            # a function given to a grad transform (JAX, MLX) is differentiated whatever it returns:
+            # a constant penalty there is silently a zero gradient, not an error as `backward()` on
+            # a value without gradient would be
+            live_elsewhere=algebra.live(rest) or fact.kind is SinkKind.GRAD_TRANSFORM,
             uses_old=OLD in rest_roles,
             detached_policy=LPD in algebra.table.role_symbols(term.expr),
         ))

@@ -59,8 +59,8 @@ def _reads_policy(value: ast.expr, known: dict[str, set[str]]) -> bool:
 def no_grad_fix(anchor: Anchor, ctx: "RuleContext") -> Fix:
     """KL503: wrap the statement of the reference forward at `anchor` in `torch.no_grad()`."""
     display = Fix("display-only", NO_GRAD_DESCRIPTION)
-    module = ctx.entry
-    if anchor.path != module.display or anchor.node is None:
+    module = anchor.module
+    if module is None or anchor.node is None:
         return display
     statement = rewrite.statement_at(module, anchor.span)
     if statement is None or statement.conditional:
@@ -127,8 +127,8 @@ def _log_of(bound: cst.BaseExpression, module: ModuleInfo, jax_numpy: str | None
 def clamp_fix(anchor: Anchor, ctx: "RuleContext") -> Fix:
     """KL601: `exp(x).clamp(max=c)` -> `exp(x.clamp(max=log(c)))` (see the module docstring)."""
     display = Fix("display-only", CLAMP_DESCRIPTION)
-    module, call = ctx.entry, anchor.node
-    if anchor.path != module.display or not isinstance(call, cst.Call):
+    module, call = anchor.module, anchor.node
+    if module is None or not isinstance(call, cst.Call):
         return display
     func = call.func
     name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")

@@ -11,19 +11,23 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import keyed
 from kllint.analysis import roles
-from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS
+from kllint.analysis.callables import MAPPING_VIEWS, STRING_METHODS, string_item
 from kllint.analysis.callables import BoundMethod as _BoundMethod
 from kllint.analysis.callables import UnresolvedAttribute as _Attr
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Frame
 from kllint.analysis.interpret.names import stem
 from kllint.analysis.definitions import LazyFunction, class_method
+from kllint.analysis.engines import (
+    FLAX_MODULES, INHERITED_METHODS, FlaxApply, inherited_library_method, remote_attribute,
+)
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LP
 from kllint.analysis.values import (
     ClassRef, Condition, ConfigValue, FunctionRef, Instance, Keyed, Literal, Mapping, Model, ModuleRef, Partial,
     Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+from kllint.analysis.strings import read_keys
 
 METHOD_VERBS = frozenset({"compute", "get", "calc", "calculate", "build", "make", "init", "load", "run", "update",
                           "forward", "generate", "create", "prepare", "apply", "set", "save", "fetch", "sample"})
@@ -61,6 +65,8 @@ class Attributes:
                 if is_property(method):  # `self.beta` of a `@property`: the getter's value
                     return self.call_function(method, [], {}, node, frame)
                 return method
+            if attr == "apply" and self.derives_from(base.cls, FLAX_MODULES):
+                return FlaxApply(base)  # `module.apply(variables, x)` runs the module's `__call__`
             constructed = self.constructed_attribute(base, attr) if base.state else None
             if constructed is not None:
                 return constructed
@@ -69,6 +75,9 @@ class Attributes:
                 return assigned
             if roles.is_backbone_attribute(attr):
                 return Unknown(attr)  # an own sub-network (HF `PreTrainedModel.base_model`), no role by name
+            inherited = inherited_library_method(self.library_bases(base.cls), attr) if attr in INHERITED_METHODS else None
+            if inherited is not None:
+                return inherited  # `self.manual_backward` of a LightningModule
             stored = self.stored_field(attr)
             if stored is not None:
                 return stored
@@ -77,7 +86,13 @@ class Attributes:
             method = self.find_method(base, attr)
             if method is None and attr == "apply":
                 method = self.autograd_apply(base)
+            if method is None:
+                method = remote_attribute(base, attr)  # a Ray actor class: `Actor.remote(...)`
             return method if method is not None else Unknown(attr)
+        if isinstance(base, (FunctionRef, Partial)):
+            remote = remote_attribute(base, attr)  # a Ray remote function or actor method: `f.remote(...)`
+            if remote is not None:
+                return remote
         if isinstance(base, Super):
             found = self.super_method(base, attr)
             return self.call_function(found, [], {}, node, frame) if isinstance(found, FunctionRef) and is_property(found) else found
@@ -101,7 +116,10 @@ class Attributes:
                 return stored
             named = (self.role_from_name(attr, detached_source=not roles.is_output_name(stem(base.expr)))
                      if not roles.is_backbone_attribute(attr) else None)
-            return named if named is not None else _Attr(stem(base.expr), attr)
+            if named is None:
+                return _Attr(stem(base.expr), attr)
+            self.note_role(self.anchor(node, frame), frame, named, f"name `{attr}`")
+            return self.live_read(named, node, frame)
         if isinstance(base, Model):
             if attr in ("logits", "module", "model", "base_model", "pretrained_model", "policy", "lm_head"):
                 return base if attr != "logits" else Tensor(ROLE_SYMBOL.get(base.role, LP), space="logits")
@@ -116,13 +134,17 @@ class Attributes:
         if isinstance(base, ConfigValue):
             default = base.default
             source = dotted_name(node) or (f"{base.source}.{attr}" if base.source else attr)
-            if isinstance(default, Mapping):
+            if isinstance(default, Mapping) and default.get(attr) is not None:
                 inner = default.get(attr)
                 return ConfigValue(attr, inner.value if isinstance(inner, Literal) else inner, source)
+            field = self.tensor_field(attr, base.name, node, frame)
+            if field is not None:
+                return field
             return ConfigValue(attr, source=source)
         if isinstance(base, Unknown):
             if any(t in CONFIG_TOKENS or t == "params" for t in roles.tokens(base.name)):
-                return ConfigValue(attr, source=dotted_name(node) or attr)
+                field = self.tensor_field(attr, base.name, node, frame)
+                return field if field is not None else ConfigValue(attr, source=dotted_name(node) or attr)
             stored = self.stored_field(attr)
             return stored if stored is not None else _Attr(base.name, attr)
         if isinstance(base, _Attr):
@@ -210,16 +232,20 @@ class Attributes:
         key: Value = Unknown()
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             key = self.eval(node.slice[0].slice.value, frame)
+        keys = read_keys(key)  # a key chosen at run time: each literal choice, a pattern by its text
         options = []
         for option in alternatives(base):
-            options.append(self.subscript(option, key, node, frame))
+            if keys is None or isinstance(option, (Mapping, Sequence, ConfigValue, Keyed)):
+                options.append(self.subscript(option, key, node, frame))
+            else:
+                options.extend(self.subscript(option, each, node, frame) for each in keys)
         return join(*options)
 
     def subscript(self, base: Value, key: Value, node: cst.Subscript, frame: Frame) -> Value:
         if isinstance(base, Keyed):
             return keyed.lifted(lambda inner: self.subscript(inner, key, node, frame), base)
         if isinstance(base, Literal) and isinstance(base.value, str):
-            return _string_item(base.value, node.slice, key)
+            return string_item(base.value, node.slice, key)
         if isinstance(base, Tensor):
             return self.tensor_item(base, key, node, frame)
         if isinstance(base, Model):
@@ -250,7 +276,7 @@ class Attributes:
             keyed = self.value_from_name(key.value, self.anchor(node, frame), frame,
                                          detached_source=not roles.is_output_name(stem(base.expr)))
             if not isinstance(keyed, Tensor) or self.algebra.has_roles(keyed.expr) or keyed.kind:
-                return keyed
+                return self.live_read(keyed, node, frame)
         if base.kind == "vocab_max" and isinstance(key, Literal) and key.value == 1:
             return self.algebra.opaque("indices")  # `(values, indices)` of `x.max(-1)`
         return base
@@ -277,13 +303,15 @@ class Attributes:
         if isinstance(base, (Unknown, _Attr)) and isinstance(key, Literal) and isinstance(key.value, str):
             owner = base.name if isinstance(base, Unknown) else base.attr
             if any(t in ("config", "cfg", "args", "conf", "hparams", "kwargs", "options") for t in roles.tokens(owner or "")):
-                return ConfigValue(key.value, source=frame.module.source(node).strip())
+                field = self.tensor_field(key.value, owner or "", node, frame)
+                return field if field is not None else ConfigValue(key.value, source=frame.module.source(node).strip())
             stored = self.fields.read(KEY_FIELD + key.value)
             if stored is not None:
                 return stored  # stored under this key by the code analysed
             # batch / inputs dictionaries: tensors named by their key, without gradient
-            return self.value_from_name(key.value, self.anchor(node, frame), frame,
-                                        detached_source=not roles.is_output_name(owner or ""))
+            return self.live_read(self.value_from_name(key.value, self.anchor(node, frame), frame,
+                                                       detached_source=not roles.is_output_name(owner or "")),
+                                  node, frame)
         return Unknown()
 
     def keyed_entries(self, mapping: Mapping, key: Value, key_node: cst.BaseExpression | None) -> Value:
@@ -308,35 +336,6 @@ class Super:
 
     cls: ClassRef
     instance: Any
-
-
-def _string_item(text: str, elements, key: Value) -> Value:
-    """`text[i]` or `text[a:b]` with literal bounds; Unknown otherwise."""
-    if len(elements) != 1:
-        return Unknown()
-    part = elements[0].slice
-    if isinstance(part, cst.Index):
-        if isinstance(key, Literal) and isinstance(key.value, int) and -len(text) <= key.value < len(text):
-            return Literal(text[key.value])
-        return Unknown()
-    bounds = []
-    for bound in (part.lower, part.upper, part.step):
-        if bound is None:
-            bounds.append(None)
-            continue
-        number = _int_literal(bound)
-        if number is None:
-            return Unknown()
-        bounds.append(number)
-    return Literal(text[slice(*bounds)])
-
-
-def _int_literal(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
 
 
 def decorator_names(definition: cst.FunctionDef | cst.Lambda | LazyFunction) -> list[str | None]:

@@ -10,12 +10,16 @@ from kllint.analysis import frameworks as fw
 from kllint.analysis import keyed
 from kllint.analysis import roles
 from kllint.analysis.fields import KEY_FIELD
-from kllint.analysis.facts import LossFact, RewardFact, SinkKind
+from kllint.analysis.facts import LossFact, MetricFact, RewardFact, SinkKind
 from kllint.analysis.interpret.expressions import string_value
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.module import dotted_name
 from kllint.analysis.symbolic import LPD, OLD
-from kllint.analysis.values import Alts, Keyed, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join
+from kllint.analysis.values import (
+    Alts, Keyed, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
+)
+from kllint.analysis.strings import KeyPattern
 
 
 class Bindings:
@@ -29,6 +33,12 @@ class Bindings:
             value = self._named(value, name, frame, statement)
             if frame.no_grad:
                 value = self.detach_value(value)
+            if frame.chosen:
+                value = _chosen_here(value, frame)
+            if frame.explicit and isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None:
+                read = values_used(statement.value)
+                if not frame.explicit.isdisjoint(read) or not frame.derived.isdisjoint(read):
+                    frame.derived.add(name)  # `base = mode[:-1] if mode.endswith("+") else mode`
             frame.env[name] = value
             self.check_reward_sink(name, value, frame, statement)
         elif isinstance(target, (cst.Tuple, cst.List)):
@@ -41,10 +51,13 @@ class Bindings:
             name = dotted_name(base)
             key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) else None
             entry = string_value(key.value) if isinstance(key, cst.SimpleString) else None
+            stored_key = entry if isinstance(entry, str) else self._key_pattern(key, frame)
             if entry is not None:
                 self.output_loss_entry(entry, value, frame, statement)
             if name is not None:
                 last = name.split(".")[-1]
+                if METRIC_WORDS & set(roles.tokens(last)):
+                    self.metric_sink(value, statement, frame, f"stored in `{name}`")
                 self.check_reward_sink(last, value, frame, statement)
                 if isinstance(entry, str) and roles.sink_kind(last) is None:
                     self.check_reward_sink(entry, value, frame, statement)  # `batch["token_level_rewards"] = ...`
@@ -52,12 +65,13 @@ class Bindings:
                     current = frame.env[base.value]
                     if frame.no_grad:  # `buffer[idx] = logp` under no_grad stores a detached copy
                         value = self.detach_value(value)
-                    if isinstance(entry, str) and (isinstance(current, Unknown) or (
+                    if stored_key is not None and (isinstance(current, Unknown) or (
                             isinstance(current, Tensor) and not self.algebra.has_roles(current.expr))):
                         # `store["adv"] = value` on a container the analysis cannot see: the entry
                         # is kept under its key (read back by `store["adv"]`, here or in a callee),
-                        # the container's other keys still name their own values
-                        self.fields.write(KEY_FIELD + entry, value, id(statement))
+                        # the container's other keys still name their own values; a key made at
+                        # run time (`f"ref_logps_{i}"`) is kept under its literal parts
+                        self.fields.write(KEY_FIELD + stored_key, value, id(statement))
                     elif isinstance(current, (Tensor, Unknown)) and isinstance(value, (Tensor, Alts)):
                         frame.env[base.value] = join(current, value) if not isinstance(current, Unknown) else value
                     elif isinstance(current, Mapping) and isinstance(entry, str):  # `losses["kl"] = ...`
@@ -66,6 +80,17 @@ class Bindings:
         elif isinstance(target, cst.Attribute):
             self.check_reward_sink(target.attr.value, value, frame, statement)
             self.fields.write(target.attr.value, self.detach_value(value) if frame.no_grad else value, id(statement))
+
+    def _key_pattern(self, key: cst.BaseExpression | None, frame: Frame) -> str | None:
+        """The text a store's key made at run time is kept under: an f-string or a
+        concatenation with a literal part (`f"ref_logps_{i}"` -> `ref_logps_{}`); None for
+        other keys (a name, a number)."""
+        if not isinstance(key, (cst.FormattedString, cst.BinaryOperation)):
+            return None
+        value = self.eval(key, frame.child(emit=False))
+        if isinstance(value, KeyPattern):
+            return value.text
+        return value.value if isinstance(value, Literal) and isinstance(value.value, str) else None
 
     def _item(self, value: Value, position: int, count: int) -> Value:
         options = []
@@ -88,6 +113,9 @@ class Bindings:
         named = self.role_from_name(name, detached_source=frame.no_grad)
         if named is None:
             return value
+        if any(isinstance(option, Unknown) or (isinstance(option, Tensor) and not self.algebra.has_roles(option.expr))
+               for option in alternatives(value)):
+            self.note_role(self.anchor(statement, frame), frame, named, f"name `{name}` of the variable assigned")
         options = []
         for option in alternatives(value):
             if (isinstance(option, Tensor) and option.expr == LPD and roles.logprob_role(name) == "old"
@@ -126,7 +154,7 @@ class Bindings:
             items = option.items if isinstance(option, Sequence) else (option,)
             for item in items:
                 if (isinstance(item, Tensor) and self.algebra.kl_symbols(self._wrapped_expr(item))
-                        and not self.fields.judged(item)):
+                        and not self.fields.judged(item, kind)):
                     self.facts.append(RewardFact(item, self.anchor(statement, frame), name, kind, frame.call_stack))
 
     def _wrapped_expr(self, t: Tensor) -> tm.Term:
@@ -144,6 +172,20 @@ class Bindings:
                                                          or owner.lower().endswith(("loss", "objective")))):
             self.loss_sink(value, node, frame, SinkKind.LOSS_ENTRY, frame.function, entry_key=key)
 
+    def metric_sink(self, value: Value, node: cst.CSTNode, frame: Frame, how: str, depth: int = 0) -> None:
+        """Record that `value` (each KL estimate it holds, also in a dict or a tuple) is read out
+        as a number or logged at `node` (`MetricFact`)."""
+        if not frame.emit or depth > 3:
+            return
+        for option in alternatives(value):
+            if isinstance(option, (Mapping, Sequence)):
+                items = [v for _, v in option.items] if isinstance(option, Mapping) else option.items
+                for item in items:
+                    self.metric_sink(item, node, frame, how, depth + 1)
+            elif isinstance(option, Tensor) and option.anchor is not None and (
+                    self.algebra.is_kl_candidate(option) or self.algebra.kl_symbols(option.expr)):
+                self.facts.append(MetricFact(option, self.anchor(node, frame), how, frame.call_stack))
+
     def loss_sink(self, value: Value, node: cst.CSTNode, frame: Frame, kind: SinkKind, name: str = "",
                   entry_key: str = "") -> None:
         """Record that `value` is differentiated at `node` (how: `kind`, through `name`)."""
@@ -152,7 +194,14 @@ class Bindings:
         for option in alternatives(value):
             if isinstance(option, Tensor):
                 self.facts.append(LossFact(option, self.anchor(node, frame), kind, name, frame.call_stack,
-                                           frame.epoch_loop, entry_key))
+                                           self.stale_loop(frame), entry_key))
+
+
+# words of a container that keeps numbers to log (`metrics["kl"] = ...`, `stats[...]`)
+METRIC_WORDS = frozenset({"metrics", "metric", "stats", "statistics", "info", "infos", "logs", "log", "summary",
+                          "scalars", "logged", "diagnostics"})
+# methods that log their arguments (`wandb.log`, `self.log_dict`, `writer.add_scalar`)
+LOG_METHODS = frozenset({"log", "log_dict", "log_metrics", "add_scalar", "add_scalars", "log_scalar", "record"})
 
 
 def _detaches_in_place(statement: cst.CSTNode) -> bool:
@@ -169,3 +218,16 @@ def _detaches_in_place(statement: cst.CSTNode) -> bool:
         return True
     called = dotted_name(value.func) or ""
     return called.rsplit(".", 1)[-1] == "stop_gradient" and len(value.args) == 1
+
+
+def _chosen_here(value: Value, frame: Frame) -> Value:
+    """`value = log_ratio` in a branch the caller chose: an estimate formed earlier in this
+    function is now the caller's choice too (`Anchor.chosen`)."""
+    options, changed = [], False
+    for option in alternatives(value):
+        anchor = option.anchor if isinstance(option, Tensor) else None
+        if anchor is not None and not anchor.chosen and anchor.stack == frame.call_stack:
+            option = option.with_(anchor=anchor.with_conditions(anchor.conditions, chosen=True))
+            changed = True
+        options.append(option)
+    return join(*options) if changed else value

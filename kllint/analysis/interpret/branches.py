@@ -11,8 +11,9 @@ import libcst as cst
 
 from kllint.analysis import keyed
 from kllint.analysis.interpret.frames import Frame
+from kllint.analysis.interpret.walk import values_used
 from kllint.analysis.module import dotted_name
-from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Value, alternatives, join
+from kllint.analysis.values import Condition, ConfigValue, Literal, Sequence, Tensor, Value, alternatives, join
 
 # more paths than this for one branch are not followed one by one: the branch then runs once,
 # under no condition of this test (what it did before tests were combined)
@@ -55,12 +56,28 @@ class Branches:
             return None, _union(left_then, _product(left_else, right_then)), _product(left_else, right_else)
         return None, _product(left_then, right_then), _union(left_else, _product(left_then, right_else))
 
+    def chosen_by_caller(self, test: cst.BaseExpression, frame: Frame) -> bool:
+        """Whether a branch test reads a parameter the caller passed explicitly (`mode == "k3"`,
+        `cfg.kl_type in (...)`, `use_k3`): the branch that runs is then the caller's choice, and
+        so is an estimate formed in it (`kllint.rules.base.RuleContext.localize`)."""
+        if not frame.explicit or not _a_choice(test):
+            return frame.chosen
+        read = values_used(test)
+        if frame.explicit.isdisjoint(read) and frame.derived.isdisjoint(read):
+            return frame.chosen
+        if not frame.inherited.isdisjoint(read):
+            frame.passed_choice.append(True)  # the caller passed on its own caller's choice
+        return True
+
     def decide(self, test: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
         """Decide a single test statically (True/False) or return a condition on a mode value."""
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             comparison = test.comparisons[0]
             if isinstance(test.left, cst.Name) and test.left.value == "__name__":
                 return True, None
+            passed = self._passed_tensor_is_none(test, frame)
+            if passed is not None:
+                return passed, None
             # a string a run-time key picked is tested as the string itself
             left = _unkeyed(self.eval(test.left, frame))
             right = _unkeyed(self.eval(comparison.comparator, frame))
@@ -90,6 +107,19 @@ class Branches:
             if len(truths) == 1:
                 return truths.pop(), None
         return None, None
+
+    def _passed_tensor_is_none(self, test: cst.Comparison, frame: Frame) -> bool | None:
+        """`x is None` / `x is not None` on a parameter the caller passed a tensor for: decided
+        (a tensor read or guessed from a name elsewhere may be None, so only this is)."""
+        comparison = test.comparisons[0]
+        if not (isinstance(comparison.operator, (cst.Is, cst.IsNot)) and isinstance(test.left, cst.Name)
+                and isinstance(comparison.comparator, cst.Name) and comparison.comparator.value == "None"
+                and test.left.value in frame.explicit):
+            return None
+        options = alternatives(frame.env.get(test.left.value))
+        if not options or not all(isinstance(o, Tensor) for o in options):
+            return None
+        return isinstance(comparison.operator, cst.IsNot)
 
     def _mode_test(self, value: Value, options: tuple[str, ...], negated: bool, predicate: str,
                    tested_node: cst.BaseExpression, frame: Frame) -> tuple[bool | None, Condition | None]:
@@ -145,3 +175,16 @@ def _product(first: Paths, second: Paths) -> Paths:
 def _unkeyed(value: Value) -> Value:
     """`value` without the conditions of run-time keys that picked its alternatives."""
     return join(*(inner for inner, _ in keyed.conditioned(value))) if keyed.has_keyed(value) else value
+
+
+def _a_choice(test: cst.BaseExpression) -> bool:
+    """Whether a branch test picks among options (`mode == "k3"`, `kind in ("k1", "kl")`,
+    `mode.endswith("+")`, a flag `use_k3`), rather than testing that an optional value was
+    given (`ref is not None`)."""
+    if isinstance(test, cst.UnaryOperation):
+        return _a_choice(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _a_choice(test.left) or _a_choice(test.right)
+    if isinstance(test, cst.Comparison):
+        return not any(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons)
+    return True

@@ -12,40 +12,23 @@ import libcst as cst
 from kllint.analysis import frameworks as fw
 from kllint.analysis import roles
 from kllint.analysis.autograd import callers_without_grad
-from kllint.analysis.outline import FUNCTION_DEFS, dotted, identifiers
+from kllint.analysis.outline import dotted
+from kllint.analysis.engines import LIBRARY_OBJECTS, differentiated_by_framework, returned_loss
 from kllint.analysis.facts import Abandoned, LossFact, RewardFact, SinkKind
+from kllint.analysis.grad_transforms import (
+    GRAD_ALIAS_ROOTS, GRAD_NAMES, differentiated_argument, grad_target_positions,
+)
+from kllint.analysis.loss_forms import combines_kl_with_surrogate
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.frames import CONFIG_TOKENS, ROLE_SYMBOL, Budget, Frame
-from kllint.analysis.module import ModuleInfo
+from kllint.analysis.module import ModuleInfo, dotted_name
+from kllint.analysis.relevance import definitions, entry_units, names_kl_or_reference
 from kllint.analysis.symbolic import LP, LPD
 from kllint.analysis.values import KL_CONTENT
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ClassRef, ConfigValue, Instance, Literal, Mapping, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives,
 )
-
-GRAD_NAMES = frozenset(transform.rpartition(".")[2] for transform in fw.GRAD_TRANSFORMS)  # grad, value_and_grad, ...
-GRAD_ALIAS_ROOTS = ("jax", "nnx", "eqx")  # `jax.<...>.grad` that the imports do not resolve still counts
-
-
-def _differentiated_argument(call: ast.Call, transform: str, keyword_only: bool = False) -> ast.expr | None:
-    """The argument of a call of a grad-like transform that names the function differentiated:
-    positional (the second for `mlx.nn.value_and_grad(model, fn)`) unless `keyword_only`, or by
-    its keyword, `fun` for jax, equinox and mlx.core, `f` for flax.nnx, `fn` for mlx.nn."""
-    position = 1 if transform in fw.GRAD_TRANSFORMS_OF_MODEL else 0
-    leading = call.args[:position + 1]
-    if not keyword_only and len(leading) > position and not any(isinstance(arg, ast.Starred) for arg in leading):
-        return call.args[position]
-    keyword = "fn" if position else "f" if "nnx" in transform.split(".") else "fun"
-    return next((item.value for item in call.keywords if item.arg == keyword), None)
-
-
-def _differentiated(call: ast.Call, transform: str) -> str | None:
-    """The name of the function a call of a grad-like transform differentiates, when it is a
-    plain name."""
-    argument = _differentiated_argument(call, transform)
-    return argument.id if isinstance(argument, ast.Name) else None
-
 
 class EntryPoints:
     """Runs the module's entry points (a mixin of the interpreter)."""
@@ -55,82 +38,77 @@ class EntryPoints:
         token = KL_CONTENT.set(self.algebra.kl_symbols)
         try:
             self._run()
+            found = self.references_by_dataflow()
+            if found:
+                # run again from scratch, the networks found being the reference from the start
+                type(self).__init__(self, self.entry, self.index, self.vocab)
+                self.reference_networks = found
+                KL_CONTENT.set(self.algebra.kl_symbols)
+                self._run()
         finally:
             KL_CONTENT.reset(token)
 
     def _run(self) -> None:
+        """The module-level code, then the module's entry points, each after the entry points
+        that call it (so that a function a caller follows with log-probs in its arguments takes
+        its roles from them and is not run again with roles read from its parameters' names,
+        the last resort). The units of other modules that call these are run in their own
+        modules' analyses (`kllint.analysis.relevance`, `kllint.pipeline.run`)."""
         self.grad_targets = self._find_grad_targets()
+        names, calls = definitions(self.entry)
+        chosen = list(entry_units(self.entry, self.index, self.vocab))
+        called = {cls_name or name for cls_name, name in chosen}
         module_frame = Frame(self.entry, {}, function="<module>")
-        self._guarded(lambda: self.exec_block(self._module_statements(), module_frame), "<module>", None)
-        functions = self.entry.functions
-        for cls_name, name in self._entry_points(*self._definitions()):
-            if not cls_name:
-                node = functions.get(name)
-                if node is not None:
-                    self._guarded(lambda node=node: self.run_entry(node, None), name, node)
-                continue
-            cls_node = self.entry.classes[cls_name]
-            cls = ClassRef(cls_name, cls_node, self.entry)
-            self._guarded(lambda name=name, cls=cls: self._run_method(cls, name), f"{cls_name}.{name}",
-                          cls_node.method(name))
+        self._guarded(lambda: self.exec_block(self._module_statements(called), module_frame), "<module>", None)
+        for cls_name, name in _callers_first(chosen, calls):
+            self._run_unit(self.entry, cls_name, name)
 
-    def _run_method(self, cls: ClassRef, name: str) -> None:
-        node = cls.node.method(name)
-        if node is not None:
-            self.run_entry(node, cls)
+    def _run_unit(self, module: ModuleInfo, cls_name: str, name: str) -> None:
+        """Run a function, or a method of a top-level class, of `module` as an entry point,
+        unless a caller already ran it with log-probs among its arguments."""
+        if not cls_name:
+            node = module.functions.get(name)
+            if node is not None and (id(node) not in self.followed_with_roles or name in self.grad_targets):
+                self._guarded(lambda: self.run_entry(node, None, module=module), name, node, module)
+            return
+        cls_node = module.classes.get(cls_name)
+        if cls_node is None:
+            return
+        node = cls_node.method(name)
+        if node is None or (id(node) in self.followed_with_roles and not self._framework_may_call(cls_node, name)):
+            return
+        cls = ClassRef(cls_name, cls_node, module)
+        self._guarded(lambda: self.run_entry(node, cls, module=module), f"{cls_name}.{name}", node, module)
 
-    def _definitions(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], frozenset[str]]]:
-        """The identifiers and the called names of each top-level function and method
-        ((class name or "", name) -> ...), in source order, from the outline."""
-        functions = self.entry.functions
-        names = {("", name): functions.identifiers(name) for name in functions}
-        calls = {("", name): functions.calls(name) for name in functions}
-        for cls_node in self.entry.classes.values():
-            cls_name = cls_node.name.value
-            names.update({(cls_name, name): cls_node.method_identifiers(name) for name in cls_node.method_names})
-            calls.update({(cls_name, name): cls_node.method_calls(name) for name in cls_node.method_names})
-        return names, calls
-
-    def _entry_points(self, names: dict[tuple[str, str], set[str]],
-                      calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
-        """The functions and methods (class name or "", name) run as entry points, in source order.
-
-        Every finding starts from a KL, a reference model or a KL API, so an entry point is a
-        definition that uses a name for one (`names`: its identifiers, as
-        `kllint.pipeline.prefilter.names_kl_or_reference` reads them; its docstring and comments
-        do not count), or one that calls such a definition of this module by name (`calls`: the
-        names each definition calls, `f(...)` or `self.f(...)`; its caller may hold the loss or
-        reward sink), to a fixpoint. Other definitions are only followed as helpers.
-        """
-        chosen = {key for key, used in names.items() if self._names_kl_or_reference(used)}
-        while True:
-            called = {name for _, name in chosen}
-            added = {key for key, made in calls.items() if key not in chosen and not made.isdisjoint(called)}
-            if not added:
-                break
-            chosen |= added
-        return [key for key in names if key in chosen]
+    def _framework_may_call(self, cls_node, name: str) -> bool:
+        """Whether code outside the project may call the public method `name` of the class: it
+        has a base class that is not the project's (a framework's trainer or module calls its
+        hooks), so its callers in the project are not all its callers."""
+        if name.startswith("_") and not name.startswith("__"):
+            return False
+        todo, seen = [ClassRef(cls_node.name.value, cls_node, self.entry)], 0
+        while todo and seen < 16:
+            cls = todo.pop()
+            seen += 1
+            for base, written in zip(self.base_values(cls), cls.node.bases):
+                if isinstance(base, ClassRef):
+                    todo.append(base)
+                elif dotted_name(written.value) != "object":
+                    return True
+        return False
 
     def _names_kl_or_reference(self, used: set[str]) -> bool:
-        """Whether names of a definition (or statement) name a KL or the reference, directly, by
-        the import they alias (`kl_div as divergence`) or by a module constant (`KEY = "ref_logps"`)."""
-        from kllint.pipeline.prefilter import names_matter
+        """Whether names of a definition (or statement) name a KL or the reference."""
+        return names_kl_or_reference(self.entry, used, self.vocab)
 
-        imports, constants = self.entry.imports, self.entry.constants
-        seen = set(used)
-        seen.update(imports[name].rsplit(".", 1)[-1] for name in used if name in imports)
-        for name in used:
-            if name in constants:
-                seen.update(constants.identifiers(name))
-        return names_matter(seen, self.vocab)
-
-    def _guarded(self, action, function: str, node: cst.CSTNode | None) -> None:
+    def _guarded(self, action, function: str, node: cst.CSTNode | None, module: ModuleInfo | None = None) -> None:
         """Run one entry point. One that runs out of steps is run again with a share of the budget
         for each followed call (`frames.CALL_SHARE`): a call that spends its share gives an
         unknown value and `kllint check -v` names it, so that a costly diagnostics helper does not
         hide the KL loss next to its call; the entry point is abandoned only if that run too runs
         out of steps."""
         facts_before, nested_done = len(self.facts), set(self._nested_done)
+        followed = set(self.followed_with_roles)
         for share in (0, frames.CALL_SHARE):
             self.steps, self.step_limit, self.call_share = 0, frames.MAX_STEPS, share
             self.over_budget.clear()
@@ -139,14 +117,16 @@ class EntryPoints:
                 break
             except Budget:
                 if share:
-                    self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=node)
+                    self._abandon(function, node, f"step budget of {frames.MAX_STEPS:,} exhausted", module, root=node)
+                    self.followed_with_roles = followed  # what it followed is not trusted: run those on their own
                     break
                 del self.facts[facts_before:]  # the rerun observes it all again
                 self._nested_done = set(nested_done)
             except RecursionError:
-                self._abandon(function, node, "nesting too deep for the interpreter", root=node)
+                self._abandon(function, node, "nesting too deep for the interpreter", module, root=node)
                 break
         self.call_share = 0
+        self.close_unit()
 
     def _abandon(self, function: str, node: cst.CSTNode | None, reason: str, module: ModuleInfo | None = None,
                  root: cst.CSTNode | None = None) -> None:
@@ -163,60 +143,56 @@ class EntryPoints:
             records.append(Abandoned(function, module.display, line, reason))
         return records
 
-    def _module_statements(self) -> list[cst.CSTNode]:
-        return self.entry.module_statements(self._names_kl_or_reference)
+    def _module_statements(self, called: set[str]) -> list[cst.CSTNode]:
+        """The module-level statements that name a KL or the reference, or use an entry point
+        (a script's loop, an `if __name__ == "__main__":` block calling the training step)."""
+        return self.entry.module_statements(lambda names: self._names_kl_or_reference(names)
+                                            or not called.isdisjoint(names))
 
-    def _find_grad_targets(self) -> set[str]:
-        """Names of the functions this module hands to `jax.grad`-like transforms, read from its
-        `ast` outline (never from strings or comments): the function argument of a call of one
-        (`grad(f)`, `value_and_grad(f, has_aux=True)`, `value_and_grad(fun=f)`, `nnx.grad`,
-        `eqx.filter_grad`, the second argument of `mlx.nn.value_and_grad(model, f)`, also
-        `eqx.filter_value_and_grad(has_aux=True)(f)`) and the definitions one decorates
-        (`@jax.grad`, `@partial(jax.value_and_grad, has_aux=True)`)."""
-        targets: set[str] = set()
-        if GRAD_NAMES.isdisjoint(identifiers(self.entry.outline, import_parts=True)):
-            return targets  # a transform is always named by its last part, in the code or an import
-        for node in self.entry.outline_nodes(ast.Call, *FUNCTION_DEFS):
-            if isinstance(node, ast.Call):
-                transform = self._grad_transform(node.func)
-                target = _differentiated(node, transform) if transform is not None else None
-                if target is not None:
-                    targets.add(target)
-            elif isinstance(node, FUNCTION_DEFS):
-                transforms = [self._grad_transform(decorator) for decorator in node.decorator_list]
-                if any(t is not None and t not in fw.GRAD_TRANSFORMS_OF_MODEL for t in transforms):
-                    targets.add(node.name)
-        return targets
+    def _find_grad_targets(self, module: ModuleInfo | None = None) -> set[str]:
+        """Names of the functions this module hands to `jax.grad`-like transforms (see
+        `_grad_target_positions`); also sets `grad_positions`, the positions each differentiates."""
+        self.grad_positions = self._grad_target_positions(module or self.entry)
+        return set(self.grad_positions)
 
-    def _grad_transform(self, func: ast.expr) -> str | None:
+    def _grad_target_positions(self, module: ModuleInfo) -> dict[str, tuple[int, ...] | None]:
+        """The functions this module hands to grad transforms, each with the positions it
+        differentiates (`kllint.analysis.grad_transforms.grad_target_positions`)."""
+        return grad_target_positions(module, lambda func: self._grad_transform(func, module))
+
+    def _grad_transform(self, func: ast.expr, module: ModuleInfo) -> str | None:
         """The qualified name of the grad-like transform that `func` is, still awaiting the
         function to differentiate, else None: a transform named through the imports (`jax.`,
         `nnx.` or `eqx.` followed by a transform's name counts unresolved), the transform called
         without its function (`eqx.filter_value_and_grad(has_aux=True)`) or given to
         `functools.partial` without it (`partial(jax.value_and_grad, has_aux=True)`)."""
         if isinstance(func, ast.Call):
-            partial = self.qualify(dotted(func.func) or "", self.entry) == "functools.partial"
+            partial = self.qualify(dotted(func.func) or "", module) == "functools.partial"
             inner, rest = (func.args[0], func.args[1:]) if partial and func.args else (func.func, func.args)
-            transform = self._grad_transform(inner) if not rest else None
+            transform = self._grad_transform(inner, module) if not rest else None
             if (transform is None or transform in fw.GRAD_TRANSFORMS_OF_MODEL
-                    or _differentiated_argument(func, transform, keyword_only=True) is not None):
+                    or differentiated_argument(func, transform, keyword_only=True) is not None):
                 return None
             return transform
         name = dotted(func)
         if name is None:
             return None
-        qualified = self.qualify(name, self.entry)
+        qualified = self.qualify(name, module)
         head, _, last = name.rpartition(".")
         if qualified in fw.GRAD_TRANSFORMS or (last in GRAD_NAMES and head.split(".")[0] in GRAD_ALIAS_ROOTS):
             return qualified
         return None
 
     def run_entry(self, node: cst.FunctionDef, cls: ClassRef | None, closure: dict[str, Value] | None = None,
-                  no_grad: bool = False, root: cst.CSTNode | None = None) -> None:
+                  no_grad: bool = False, root: cst.CSTNode | None = None, module: ModuleInfo | None = None) -> None:
+        module = module or self.entry
         name = node.name.value
         is_grad_target = name in self.grad_targets
-        frame = Frame(self.entry, {}, function=name, class_ref=cls, closure=closure,
-                      no_grad=no_grad or self._no_grad_decorated(node, self.entry) or callers_without_grad(self.entry, name, cls is not None),
+        # JAX and MLX differentiate only the parameters at these positions: the others are constants
+        differentiated = self.grad_positions.get(name, (0,)) if is_grad_target else None
+        frame = Frame(module, {}, function=name, class_ref=cls, closure=closure,
+                      no_grad=no_grad or self._no_grad_decorated(node, module) or callers_without_grad(
+                          module, name, cls is not None, cls=cls.name if cls is not None else "", index=self.index),
                       active=(id(node),), root=root or node)
         params = node.params
         all_params = list(params.posonly_params) + list(params.params)
@@ -225,15 +201,28 @@ class EntryPoints:
             if position == 0 and cls is not None and pname in ("self", "cls"):
                 frame.env[pname] = Instance(cls)
                 continue
-            if is_grad_target and position == 0:
+            if is_grad_target and position == 0 and (differentiated is None or 0 in differentiated):
                 frame.env[pname] = Model("policy", pname)
+                self.note_role(self.anchor(param, frame), frame, "network:policy",
+                               f"an argument the grad transform of `{name}` differentiates")
                 continue
-            frame.env[pname] = self.param_value(pname, param, frame)
+            value = self.param_value(pname, param, frame)
+            if differentiated is not None and position - (cls is not None) not in differentiated:
+                value = self.detach_value(value)  # a constant to the transform
+            elif differentiated is not None and not isinstance(value, (Model, Tensor)):
+                value = Model("policy", pname)  # differentiated parameters: the policy's weights
+                self.note_role(self.anchor(param, frame), frame, "network:policy",
+                               f"an argument the grad transform of `{name}` differentiates")
+            frame.env[pname] = value
         for param in params.kwonly_params:
-            frame.env[param.name.value] = self.param_value(param.name.value, param, frame)
+            value = self.param_value(param.name.value, param, frame)
+            frame.env[param.name.value] = self.detach_value(value) if is_grad_target else value
         self.exec_block(node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], frame)
         # calling an instance of a class named as a loss (`engine.set_loss_fn(StepLoss(cfg))`) runs its `__call__`
-        loss_function = is_grad_target or roles.is_loss_function_name(name) or (
+        # a method whose result a framework differentiates (Lightning's `training_step`, a
+        # transformers Trainer's `compute_loss`), by the class's library bases
+        framework = cls is not None and differentiated_by_framework(self.library_bases(cls), name)
+        loss_function = is_grad_target or framework or roles.is_loss_function_name(name) or (
             name == "__call__" and cls is not None and roles.is_loss_function_name(cls.name))
         sink_kind = roles.sink_kind(name)
         if not frame.returns:
@@ -241,14 +230,31 @@ class EntryPoints:
         anchor = self.anchor(node.name, frame)
         # each `return` on its own: one join of them all would keep only the first alternatives
         for option in (o for returned in frame.returns for o in alternatives(returned)):
-            first = option.items[0] if isinstance(option, Sequence) and option.items else option
-            if loss_function and isinstance(first, Tensor):
+            first = returned_loss(option) if framework else (
+                option.items[0] if isinstance(option, Sequence) and option.items else option)
+            if isinstance(first, Mapping):  # an output dict (`{"loss": ..., "kl": ...}`): its loss entry
+                first = next((v for _, v in first.items if isinstance(v, Tensor)
+                              and combines_kl_with_surrogate(self.algebra, v)), first)
+            # a KL term combined with a policy-gradient surrogate is a loss whatever the function
+            # is called (whoever differentiates it, in the project or not); names come last
+            if isinstance(first, Tensor) and (loss_function or combines_kl_with_surrogate(self.algebra, first)):
                 self.facts.append(LossFact(first, self._return_anchor(node, frame) or anchor,
                                            SinkKind.LOSS_RETURN, name))
             elif sink_kind and not loss_function:
                 for item in (option.items if isinstance(option, Sequence) else (option,)):
                     if isinstance(item, Tensor):
                         self.facts.append(RewardFact(item, self._return_anchor(node, frame) or anchor, name, sink_kind))
+
+    def library_bases(self, cls: ClassRef, seen: int = 0) -> list[str]:
+        """The qualified names of the library classes among the bases of `cls` and of its project
+        bases (up to five levels), each resolved through the imports of its defining module."""
+        found = []
+        for base in self.base_values(cls):
+            if isinstance(base, ModuleRef) and not base.qualname.startswith("project:"):
+                found.append(base.qualname)
+            elif isinstance(base, ClassRef) and seen < 4:
+                found.extend(self.library_bases(base, seen + 1))
+        return found
 
     def _return_anchor(self, node: cst.FunctionDef, frame: Frame) -> Anchor | None:
         """The last `return` statement the entry point executed."""
@@ -270,6 +276,9 @@ class EntryPoints:
             configured = self.annotated_configuration(frame.root, name, frame.module)
             if configured is not None:
                 return configured  # `cfg: TrainConfig`, a configuration class of the project
+            annotation = dotted_name(param.annotation.annotation)
+            if annotation and self.qualify(annotation, frame.module) in LIBRARY_OBJECTS:
+                return ModuleRef(self.qualify(annotation, frame.module))  # `accelerator: Accelerator`
         return self.value_from_name(name, self.anchor(param, frame), frame, parameter=True)
 
     def value_from_name(self, name: str, anchor: Anchor | None, frame: Frame, parameter: bool = False,
@@ -277,8 +286,10 @@ class EntryPoints:
         """Roles from names: the last resort (design.md, item 3)."""
         role_value = self.role_from_name(name, detached_source)
         if role_value is not None:
+            self.note_role(anchor, frame, role_value, f"name `{name}`")
             return role_value
         if parameter and roles.is_kl_name(name) and anchor is not None:
+            self.note_role(anchor, frame, "kl", f"name `{name}`")
             return self.algebra.named_kl(name, anchor, per_token=not roles.is_sequence_name(name))
         toks = roles.tokens(name)
         if any(t in CONFIG_TOKENS for t in toks):
@@ -299,7 +310,7 @@ class EntryPoints:
             if detached_source and symbol == LP:
                 symbol = LPD
             space = "logits" if roles.is_logits_name(name) else "logprob"
-            return Tensor(symbol, space=space, assumed=symbol == LP)  # only a live policy role is assumed
+            return Tensor(symbol, space=space, assumed=symbol == LP, named=True)  # only a live policy role is assumed
         model = roles.model_role(name)
         if model is not None:
             return Model(model, name)
@@ -310,7 +321,8 @@ class EntryPoints:
     # ------------------------------------------------------------------ helpers
     def anchor(self, node: cst.CSTNode, frame: Frame) -> Anchor:
         module = frame.module
-        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root)
+        return Anchor(module.display, id(node), node, module, frame.conditions, frame.function, frame.root,
+                      frame.chosen, frame.call_stack)
 
     def tick(self) -> None:
         self.steps += 1
@@ -338,3 +350,24 @@ class EntryPoints:
     def emit(self, frame: Frame, fact: Any) -> None:
         if frame.emit:
             self.facts.append(fact)
+
+
+def _callers_first(chosen: list[tuple[str, str]], calls: dict[tuple[str, str], frozenset[str]]) -> list[tuple[str, str]]:
+    """The entry points ordered so that each comes after those of the module that call it (by
+    name, `f(...)` or `self.f(...)`), source order otherwise; a cycle keeps source order."""
+    names = {key: key[1] for key in chosen}
+    callers: dict[tuple[str, str], set[tuple[str, str]]] = {key: set() for key in chosen}
+    for key in chosen:
+        for other in chosen:
+            if other != key and names[key] in calls.get(other, ()):
+                callers[key].add(other)
+    ordered: list[tuple[str, str]] = []
+    placed: set[tuple[str, str]] = set()
+    while len(ordered) < len(chosen):
+        ready = [k for k in chosen if k not in placed and callers[k] <= placed]
+        if not ready:  # a cycle: the first remaining one
+            ready = [next(k for k in chosen if k not in placed)]
+        for key in ready:
+            ordered.append(key)
+            placed.add(key)
+    return ordered

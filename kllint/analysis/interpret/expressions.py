@@ -16,6 +16,7 @@ from kllint.analysis.symbolic import OLD
 from kllint.analysis.values import (
     ConfigValue, FunctionRef, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value, alternatives, join,
 )
+from kllint.analysis.strings import KeyPattern
 
 
 _MISSING = object()
@@ -62,6 +63,11 @@ class Expressions:
                     continue
                 if isinstance(a, Sequence) and isinstance(b, Sequence) and op == "+":
                     options.append(Sequence(a.items + b.items))
+                    continue
+                if op == "+" and (_text(a) is not None or _text(b) is not None) and not (
+                        _numeric(a) and _numeric(b)):
+                    # `"ref_" + name`: a string known by its literal parts
+                    options.append(KeyPattern((_text(a) or "{}") + (_text(b) or "{}")))
                     continue
                 if not _numeric(a) or not _numeric(b):
                     options.append(Unknown())
@@ -128,6 +134,8 @@ class Expressions:
 
     def eval_IfExp(self, node: cst.IfExp, frame: Frame) -> Value:
         decision, then_paths, else_paths = self.branch_paths(node.test, frame)
+        if not frame.chosen and self.chosen_by_caller(node.test, frame):
+            frame = frame.child(chosen=True)
         if decision is True:
             return self.eval(node.body, frame)
         if decision is False:
@@ -201,7 +209,25 @@ class Expressions:
         return self.eval(node.value, frame)
 
     def eval_FormattedString(self, node: cst.FormattedString, frame: Frame) -> Value:
-        return Unknown()
+        """A string with its literal parts known: a `Literal` when every replacement field is a
+        name or attribute holding a literal string or number, else a `KeyPattern` (`{}` for
+        each other field; only names and attributes are evaluated, never calls)."""
+        parts, pattern = [], False
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                parts.append(part.value.replace("{{", "{").replace("}}", "}"))
+                continue
+            value = Unknown()
+            if isinstance(part.expression, (cst.Name, cst.Attribute)) and part.conversion is None \
+                    and part.format_spec is None:
+                value = self.eval(part.expression, frame.child(emit=False))
+            if isinstance(value, Literal) and isinstance(value.value, (str, int)) and not isinstance(value.value, bool):
+                parts.append(str(value.value))
+            else:
+                parts.append("{}")
+                pattern = True
+        text = "".join(parts)
+        return KeyPattern(text) if pattern else Literal(text)
 
 
 def covering_pairs(m: int, n: int) -> list[tuple[int, int]]:
@@ -220,6 +246,14 @@ def string_value(source: str) -> str | bytes:
     """The value of a string literal from its source text (`ast.literal_eval`, memoised: it
     parses the text and leaves cyclic garbage for the collector on every call)."""
     return ast.literal_eval(source)
+
+
+def _text(value: Value) -> str | None:
+    """The known text of a string value: a literal string, or the literal parts of a
+    `KeyPattern`; None for anything else."""
+    if isinstance(value, Literal) and isinstance(value.value, str):
+        return value.value
+    return value.text if isinstance(value, KeyPattern) else None
 
 
 def _numeric(value: Value) -> bool:

@@ -1,62 +1,52 @@
 """Calls: evaluating a call expression, following project functions into their bodies with the
-caller's values bound, and memoising those calls (`_CallMemo`, keyed by `_signature_of` or
-`_exact_signature`) under the call depth limit `MAX_DEPTH`."""
+caller's values bound, and memoising those calls (`CallMemo`, keyed by `signature_of` or
+`exact_signature`) under the call depth limit `MAX_DEPTH`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable
 
 import libcst as cst
 
 from kllint.analysis import calls
+from kllint.analysis.adapters import context_made
 from kllint.analysis.fields import KEY_FIELD
 from kllint.analysis.interpret.attributes import Super
+from kllint.analysis.interpret.bindings import LOG_METHODS
+from kllint.analysis.interpret.call_memo import (
+    CallMemo, Reach, argument_expressions, builds_a_record, exact_signature, passes_on, signature_of, unpacked_keywords,
+)
 from kllint.analysis.interpret.frames import Budget, Frame
-from kllint.analysis.interpret.overrides import dispatches_to_overrides
+from kllint.analysis.interpret.walk import values_used
+from kllint.analysis.interpret.loops import samples_from_policy
+from kllint.analysis.interpret.overrides import dispatches_to_overrides, fills_a_hook
 from kllint.analysis.module import dotted_name
-from kllint.analysis.values import plain as _plain
+from kllint.analysis.relevance import entry_units
+from kllint.analysis.symbolic import LP, LPD, REF
 from kllint.analysis.values import (
-    Anchor, ClassRef, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
+    Anchor, ConfigValue, FunctionRef, Instance, Literal, Mapping, Model, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
 MAX_DEPTH = 5
 
 
-@dataclass
-class _Reach:
-    """How far a followed call's call tree went: the deepest frame depth that made a call, and
-    the functions entered (ids of their definitions)."""
-
-    deepest: int
-    entered: set[int]
-
-
-@dataclass(frozen=True)
-class _CallMemo:
-    """A memoised helper call: its result, its facts (with the call-stack prefix to replace),
-    and its call tree's reach (`reach` levels below the call, the functions `entered`)."""
-
-    result: Value
-    facts: list
-    prefix: int
-    reach: int
-    entered: frozenset[int]
-    fields_version: int | None = None  # the field store's version after it (None: it read no field)
-    fields_read: frozenset[str] = frozenset()  # the attribute names it read (a write to another leaves it valid)
-
-
 class Calls:
     """Evaluates calls and follows project functions (a mixin of the interpreter)."""
 
-    _plain_calls: dict[tuple, _CallMemo]  # set up by the interpreter
-    _open_calls: list[_Reach]
+    _plain_calls: dict[tuple, CallMemo]  # set up by the interpreter
+    _open_calls: list[Reach]
 
     def eval_Call(self, node: cst.Call, frame: Frame) -> Value:
         if isinstance(node.func, cst.Name) and node.func.value == "super" and frame.class_ref is not None:
             return Super(frame.class_ref, frame.env.get("self", Instance(frame.class_ref)))
         func = self.eval(node.func, frame)
         args, kwargs = self.call_arguments(node, frame)
+        context = context_made(node, func, args, kwargs)
+        if context is not None:
+            return context
+        if isinstance(node.func, cst.Attribute) and samples_from_policy(node.func, func):
+            self.note_generation()  # fresh samples for the loops of updates running now
         if (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("get", "pop") and args
                 and isinstance(args[0], Literal) and isinstance(args[0].value, str)):
             mappings = [o for o in alternatives(func) if isinstance(o, Unknown) and o.name in ("get", "pop")]
@@ -89,13 +79,18 @@ class Calls:
                     elements = [e for o in alternatives(current) if isinstance(o, Sequence) for e in o.items]
                     frame.env[container] = Sequence((join(*elements, item),))
                 return Literal(None)
-        if kwargs and _builds_a_record(node.func, func):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in LOG_METHODS:
+            self.metric_sink(Sequence(tuple(args) + tuple(kwargs.values())), node, frame,
+                             f"logged by `{dotted_name(node.func) or node.func.attr.value}`")
+        if kwargs and builds_a_record(node.func, func):
             for key, value in kwargs.items():  # `LossOutput(loss_kl=...)`, `dict(loss=...)`: output entries
                 self.output_loss_entry(key, value, frame, node)
-        options = []
-        for option in alternatives(func):
-            options.append(self.call(option, args, kwargs, node, frame))
-        return join(*options)
+        read = self.mapping_read(node, func, args, kwargs, frame)  # `d.get(key, default)` of an unseen mapping
+        if read is not None:
+            return read
+        options = [self.call(option, args, kwargs, node, frame) for option in alternatives(func)]
+        named = self.named_result(node, options, frame)
+        return named if named is not None else join(*options)
 
     def call_arguments(self, node: cst.Call, frame: Frame) -> tuple[list[Value], dict[str, Value]]:
         """The positional and keyword values of a call. `**d` of a dict the analysis built (literal
@@ -111,7 +106,7 @@ class Calls:
             if arg.keyword is not None:
                 kwargs[arg.keyword.value] = self.eval(arg.value, frame)
             elif arg.star == "**":
-                for key, value in _unpacked_keywords(self.eval(arg.value, frame)):
+                for key, value in unpacked_keywords(self.eval(arg.value, frame)):
                     kwargs.setdefault(key, value)
             elif arg.star == "*":
                 self.eval(arg.value, frame)
@@ -130,7 +125,7 @@ class Calls:
         """Follow a project function with the caller's values bound to its parameters.
 
         Calls are memoised: by a summary of their arguments when these carry no log-prob or KL
-        (`_signature_of`), else by the arguments themselves (`_exact_signature`). A result
+        (`signature_of`), else by the arguments themselves (`exact_signature`). A result
         whose computation met no cut-off (depth limit, recursive call) is reused at other depths
         as long as its whole call tree still fits under MAX_DEPTH there and enters no function
         that is running at the new call site; other results are reused at the same depth only.
@@ -139,8 +134,15 @@ class Calls:
         if fdef is None:
             return Unknown(ref.qualname)  # libcst rejects its text: its body cannot be followed
         key = id(fdef)
-        if self.carries(list(args) + list(kwargs.values())) or dispatches_to_overrides(self, ref):
+        template = dispatches_to_overrides(self, ref)
+        if template or fills_a_hook(self, ref, node, frame):
+            self.choosing_calls.add(id(node))
+        if self.carries(list(args) + list(kwargs.values())) or template:
             self.carrying_calls.add(id(node))
+            if frame.emit and self.carries_evidence(list(args) + list(kwargs.values())):
+                self.followed_with_roles.add(key)
+            if self.pairs(list(args) + list(kwargs.values())):
+                self.pairing_calls.add(id(node))
         if key in self.over_budget:
             return Unknown(ref.qualname)  # it spent its share before: not again in this entry point
         if frame.depth >= MAX_DEPTH or key in frame.active:
@@ -152,11 +154,12 @@ class Calls:
             return Unknown(ref.qualname)
         memo_key = None
         values = list(args) + [kwargs[k] for k in sorted(kwargs)]
-        signature = _signature_of(values)
+        signature = signature_of(values)
         if signature is None:
-            signature = _exact_signature(values, frame)
+            signature = exact_signature(values, frame)
         if signature is not None and not isinstance(fdef, cst.Lambda) and key not in self._closures:
-            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, tuple(sorted(kwargs)), signature,
+            memo_key = (key, frame.no_grad, frame.adapters_off, frame.emit, self.stale_loop(frame), tuple(sorted(kwargs)),
+                        signature, passes_on(node, frame),
                         (id(ref.bound_self.cls.node), ref.bound_self.state) if isinstance(ref.bound_self, Instance)
                         else 0)
             for variant in (memo_key + (None,), memo_key + (frame.depth,)):
@@ -172,9 +175,12 @@ class Calls:
                     self._cutoffs += 1
                 self.fields.depend(memo.fields_read)  # the caller depends on the fields this call read
                 self._note_reach(frame.depth + memo.reach, memo.entered)
+                if memo.passed_choice:
+                    self.passes_choice.add(id(node))
                 return self._replay(memo, node, frame)
-        facts_before, cutoffs_before = len(self.facts), self._cutoffs
-        reach = _Reach(frame.depth, {key})
+        facts_before, cutoffs_before, generations_before = len(self.facts), self._cutoffs, self.generations
+        forwards_before = len(self.forward_log)
+        reach = Reach(frame.depth, {key})
         self._open_calls.append(reach)
         self.fields.open()
         limit = self.step_limit
@@ -191,11 +197,15 @@ class Calls:
             self._open_calls.pop()
             read = self.fields.close()
         self._note_reach(reach.deepest, reach.entered)
+        passed_choice = bool(callee_frame.passed_choice)
+        if passed_choice:
+            self.passes_choice.add(id(node))
         if memo_key is not None:
             depth = None if self._cutoffs == cutoffs_before else frame.depth
-            self._plain_calls[memo_key + (depth,)] = _CallMemo(
+            self._plain_calls[memo_key + (depth,)] = CallMemo(
                 result, self.facts[facts_before:], len(callee_frame.call_stack), reach.deepest - frame.depth,
-                frozenset(reach.entered), self.fields.version if read else None, read)
+                frozenset(reach.entered), self.fields.version if read else None, read, passed_choice,
+                self.generations != generations_before, tuple(self.forward_log[forwards_before:]))
         return self._returned(result, self.anchor(node, frame))
 
     def _over_budget(self, ref: FunctionRef, node: cst.CSTNode, frame: Frame, facts_before: int) -> Value:
@@ -229,11 +239,40 @@ class Calls:
                         return True
         return False
 
+    def carries_evidence(self, values: Iterable[Value], depth: int = 0) -> bool:
+        """Whether call arguments hand the callee a network or log-probs whose roles come from
+        what the code computed (a forward, a gather), not only from names: then the callee's
+        roles are decided by this call rather than by its own parameters' names."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Model) or (isinstance(option, Tensor) and not option.named
+                                                  and self.algebra.has_roles(option.expr)):
+                    return True
+                if depth < 2 and isinstance(option, (Sequence, Mapping)):
+                    items = [v for _, v in option.items] if isinstance(option, Mapping) else list(option.items)
+                    if self.carries_evidence(items, depth + 1):
+                        return True
+        return False
+
+    def pairs(self, values: Iterable[Value]) -> bool:
+        """Whether a call hands its callee the policy's log-probs already paired with the
+        reference's (a log-ratio, `logp - ref`): the KL estimate the callee forms from it is
+        then the caller's, formed at the call (`kllint.rules.base.RuleContext.localize`)."""
+        for value in values:
+            for option in alternatives(value):
+                if isinstance(option, Tensor):
+                    roles = self.algebra.table.role_symbols(option.expr)
+                    if REF in roles and (LP in roles or LPD in roles):
+                        return True
+        return False
+
     def depth_matters(self, frame: Frame) -> int:
-        """The depth of `frame`, for a decision that depends on it: a helper call whose result
-        (or facts) came from such a decision is memoised for its own depth only."""
+        """The depth of `frame` below the innermost frame running an entry point of its module
+        (an entry point a caller ran is not run again on its own), for a decision that depends
+        on it: a helper call whose result (or facts) came from such a decision is memoised for
+        its own depth only."""
         self._cutoffs += 1
-        return frame.depth
+        return frame.depth - frame.unit_depth
 
     def _note_reach(self, deepest: int, entered: Iterable[int]) -> None:
         """Record, for the followed call in progress, the depth and functions a nested call reached."""
@@ -255,25 +294,45 @@ class Calls:
                              root=fdef if ref.module.is_root(fdef) else (frame.root if ref.module is frame.module else None))
         if isinstance(fdef, cst.FunctionDef) and self._no_grad_decorated(fdef, ref.module):
             callee_frame.no_grad = True
+        callee_frame.unit_depth = frame.unit_depth
+        if isinstance(fdef, cst.FunctionDef) and ref.module.is_root(fdef) and (
+                ref.owner.name if ref.owner is not None else "", fdef.name.value) in entry_units(ref.module, self.index, self.vocab):
+            callee_frame.unit_depth = callee_frame.depth
         params = fdef.params
         positional = list(params.posonly_params) + list(params.params)
         values = list(args)
         if ref.bound_self is not None and positional:
             callee_frame.env[positional[0].name.value] = ref.bound_self
             positional = positional[1:]
+        explicit = []
+        positional_exprs, keyword_exprs = argument_expressions(node)
+        passed_on = frame.explicit | frame.derived
+        inherited = []
         for param in positional + list(params.kwonly_params):
             pname = param.name.value
             if pname in kwargs:
                 value = kwargs[pname]
+                explicit.append(pname)
+                expression = keyword_exprs.get(pname)
             elif values and param in positional:
+                expression = positional_exprs[len(args) - len(values)] if len(args) - len(values) < len(positional_exprs) else None
                 value = values.pop(0)
+                explicit.append(pname)
             elif param.default is not None:
                 value = self.eval(param.default, callee_frame.child(env={}))
+                expression = None
                 if not defaults_as_literals and isinstance(value, Literal):
                     value = ConfigValue(pname, value.value, pname)
             else:
                 value = self.value_from_name(pname, self.anchor(param, callee_frame), callee_frame, parameter=True)
+                expression = None
+            if expression is not None and passed_on and not passed_on.isdisjoint(values_used(expression)):
+                inherited.append(pname)
+            if type(value) is Unknown:  # the caller knows nothing of it (an undefined global): names last
+                value = self._named_parameter(pname, param, callee_frame) or value
             callee_frame.env[pname] = value
+        callee_frame.explicit = frozenset(explicit)
+        callee_frame.inherited = frozenset(inherited)
         if isinstance(params.star_arg, cst.Param):
             callee_frame.env[params.star_arg.name.value] = Sequence(tuple(values))
         if isinstance(params.star_kwarg, cst.Param):
@@ -287,13 +346,25 @@ class Calls:
             result = self.detach_value(result)
         return result, callee_frame
 
-    def _replay(self, memo: "_CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
+    def _replay(self, memo: "CallMemo", node: cst.CSTNode, frame: Frame) -> Value:
         """A memoised helper call: its result, and its facts re-stated for this call site."""
         stack = frame.call_stack + (self.anchor(node, frame),)
+        if memo.generates:
+            self.note_generation()
+        for name, tracking in memo.forwards:  # the reference by dataflow counts the forwards of each step
+            self.note_forward(name, tracking)
         if frame.emit:
             for fact in memo.facts:
                 self.facts.append(replace(fact, call_stack=stack + tuple(fact.call_stack[memo.prefix:])))
         return self._returned(memo.result, stack[-1])
+
+    def _named_parameter(self, pname: str, param: cst.Param, frame: Frame) -> Value | None:
+        """The network or log-probs a parameter's name gives, for an argument the caller knows
+        nothing about; None when the name gives neither."""
+        named = self.value_from_name(pname, self.anchor(param, frame), frame, parameter=True)
+        if isinstance(named, Model) or (isinstance(named, Tensor) and self.algebra.table.role_symbols(named.expr)):
+            return named
+        return None
 
     def _returned(self, value: Value, site: Anchor) -> Value:
         options = []
@@ -305,66 +376,3 @@ class Calls:
             else:
                 options.append(option)
         return join(*options)
-
-
-def _builds_a_record(callee: cst.BaseExpression, value: Value) -> bool:
-    """Whether a call builds a record from its keywords: a class of the project, `dict`, or a
-    library class (a capitalised name: `TensorDict`, a dataclass of outputs); not a function or a
-    method (`metrics.update(...)`, `logger.log(...)` only read their keywords)."""
-    if any(isinstance(option, ClassRef) for option in alternatives(value)):
-        return True
-    if any(isinstance(option, FunctionRef) for option in alternatives(value)):
-        return False
-    name = dotted_name(callee)
-    last = name.rsplit(".", 1)[-1] if name else ""
-    return last == "dict" or last[:1].isupper()
-
-
-def _unpacked_keywords(value: Value) -> list[tuple[str, Value]]:
-    """The keyword arguments `**value` passes: the keys every alternative of `value` holds (each
-    a dict with literal string keys), each with the join of its values; none otherwise."""
-    options = alternatives(value)
-    if not options or not all(isinstance(o, Mapping) for o in options):
-        return []
-    common = [key for key, _ in options[0].items if all(o.get(key) is not None for o in options[1:])]
-    return [(key, join(*(o.get(key) for o in options))) for key in dict.fromkeys(common) if key.isidentifier()]
-
-
-def _signature_of(values: list[Value]) -> tuple | None:
-    """A hashable summary of call arguments that carry no log-prob or KL (None otherwise): calls of
-    the same helper with the same summary give the same result, so it is computed once."""
-    parts: list[object] = []
-    for value in values:
-        if _plain(value):
-            parts.append("plain")
-        elif isinstance(value, Literal):
-            parts.append(("literal", repr(value.value)))
-        elif isinstance(value, ConfigValue):
-            parts.append(("config", value.name, repr(value.default) if not isinstance(value.default, Mapping) else "map"))
-        elif isinstance(value, Model):
-            parts.append(("model", value.role))
-        elif isinstance(value, Instance):
-            parts.append(("instance", id(value.cls.node), value.state))
-        elif isinstance(value, (Mapping, Sequence)):
-            items = [v for _, v in value.items] if isinstance(value, Mapping) else list(value.items)
-            inner = _signature_of(items)
-            if inner is None:
-                return None
-            parts.append((type(value).__name__, inner))
-        else:
-            return None
-    return tuple(parts)
-
-
-def _exact_signature(values: list[Value], frame: Frame) -> tuple | None:
-    """A memo key for calls whose arguments carry a log-prob or KL: the arguments themselves
-    (values compare by structure; an `Unknown` stands for any other, it carries nothing the
-    callee can tell apart) with the caller's branch conditions and loop kind, which the callee's
-    anchors and facts inherit. None when a value cannot be hashed."""
-    signature = ("exact", tuple("unknown" if isinstance(v, Unknown) else v for v in values), frame.conditions,
-                 frame.epoch_loop)
-    try:
-        hash(signature)
-    except TypeError:
-        return None
-    return signature

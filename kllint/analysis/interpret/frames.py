@@ -44,6 +44,17 @@ class Frame:
     return_nodes: list = field(default_factory=list)  # shared with branch frames, like `returns`
     root: cst.CSTNode | None = None  # the parsed definition whose code runs (for positions)
     loops: int = 0  # loops of this function around the running code (`statements.MAX_PROBED_LOOPS`)
+    # the parameters the caller passed explicitly, and the locals computed from them
+    # (`derived`): a branch that runs because of a test on one of them is chosen by the caller
+    # (`chosen`), and so is what is formed in it. `inherited`: the parameters the caller passed
+    # from its own explicit parameters; a test on one of them passes the choice further out
+    # (`passed_choice`, shared with branch frames, is set then)
+    unit_depth: int = 0  # the depth of the innermost frame running an entry point of its module
+    explicit: frozenset[str] = frozenset()
+    derived: set = field(default_factory=set)
+    inherited: frozenset[str] = frozenset()
+    chosen: bool = False
+    passed_choice: list = field(default_factory=list)
 
     def child(self, **changes: Any) -> "Frame":
         """A copy with `changes` (field name -> value); lists and dicts not changed are shared,

@@ -9,6 +9,7 @@ import libcst as cst
 from kllint.analysis import terms as tm
 
 from kllint.analysis import keyed
+from kllint.analysis.engines import LIBRARY_OBJECTS
 from kllint.analysis.fields import constructor_fields, constructor_state
 from kllint.analysis.interpret.frames import Frame
 from kllint.analysis.interpret.walk import used_names
@@ -95,9 +96,11 @@ class Names:
         return tuple(items)
 
     def _library_constructor(self, call: cst.Call, module: ModuleInfo) -> bool:
-        """`nn.KLDivLoss(...)`-like: a call of a tensor-library name (cheap and side-effect free)."""
+        """`nn.KLDivLoss(...)`-like: a call of a tensor-library name (cheap and side-effect free), or of
+        a library class whose methods the analysis models (`kllint.analysis.engines.LIBRARY_OBJECTS`)."""
         name = dotted_name(call.func)
-        return name is not None and self.qualify(name, module).split(".")[0] in ("torch", "optax", "jax")
+        qualified = self.qualify(name, module) if name is not None else ""
+        return qualified.split(".")[0] in ("torch", "optax", "jax") or qualified in LIBRARY_OBJECTS
 
     def instance_attribute(self, cls: ClassRef, attr: str, seen: int = 0) -> Value | None:
         """`self.attr` assigned a library object (e.g. `nn.KLDivLoss(...)`) in a method of the

@@ -35,6 +35,19 @@ def dispatches_to_overrides(it: Any, ref: FunctionRef) -> bool:
     return False
 
 
+def fills_a_hook(it: Any, ref: FunctionRef, node: cst.CSTNode, frame: Any) -> bool:
+    """Whether `ref`, called as `self.<name>(...)` (`node`) in a method of a base class
+    (`frame`), is the receiver's subclass filling a hook that the base leaves to subclasses:
+    what it computes is the choice of whoever picked the subclass."""
+    base = frame.class_ref
+    func = node.func if isinstance(node, cst.Call) else None
+    if base is None or ref.owner is None or not isinstance(ref.bound_self, Instance) \
+            or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self") \
+            or ref.owner.node is base.node or not isinstance(base.node, LazyClass) or isinstance(ref.node, cst.Lambda):
+        return False
+    return _left_to_subclasses(it, base, ref.node.name.value)
+
+
 def _reached_on_self(it: Any, owner: ClassRef, name: str) -> set[str]:
     """The names the method `name` of `owner` calls on `self`, and those the methods of `owner`
     and its project bases so called call on `self` in turn (at most MAX_REACHED)."""

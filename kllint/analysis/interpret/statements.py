@@ -8,17 +8,21 @@ from typing import Iterable
 import libcst as cst
 
 from kllint.analysis import frameworks as fw
-from kllint.analysis.adapters import disables_adapters, yields_with_adapters_off
+from kllint.analysis.adapters import context_effect, disables_adapters, yields_with_adapters_off
 from kllint.analysis.conditions import narrowed
 from kllint.analysis.interpret import frames
 from kllint.analysis.interpret.expressions import covering_pairs
 from kllint.analysis.interpret.frames import Budget, Frame
+from kllint.analysis.interpret.loops import (
+    LoopState, UpdateLoop, accumulates_gradients, accumulating, reuses_one_batch, walks_positions,
+)
 from kllint.analysis.interpret.exposure import exposed_names
 from kllint.analysis.interpret.walk import assigned_names, used_names
 from kllint.analysis.symbolic import symbols_of
+from kllint.analysis.tensor_calls import note_reward_to_go
 from kllint.analysis.module import ModuleInfo, dotted_name
 from kllint.analysis.values import (
-    Alts, Anchor, ClassRef, FunctionRef, Keyed, Literal, Sequence, Tensor, Unknown, Value,
+    Alts, ClassRef, FunctionRef, Keyed, Literal, Model, ModuleRef, Sequence, Tensor, Unknown, Value,
     alternatives, join,
 )
 
@@ -29,7 +33,7 @@ MAX_COHERENT = 16
 MAX_PROBED_LOOPS = 4
 
 
-class Statements:
+class Statements(LoopState):
     """Executes statements in a frame (a mixin of the interpreter)."""
 
     # ------------------------------------------------------------------ statements
@@ -61,15 +65,16 @@ class Statements:
         elif isinstance(node, cst.FunctionDef):
             frame.env[node.name.value] = FunctionRef(node.name.value, node, frame.module, class_name=None)
             self._closures[id(node)] = frame.env
-            if frame.depth == 0 and frame.emit and frame.module is self.entry and id(node) not in self._nested_done:
+            if frame.depth == 0 and frame.emit and id(node) not in self._nested_done:
                 # a nested function is an entry point too, seeing the enclosing values
                 self._nested_done.add(id(node))
                 saved = self.steps
                 try:
                     self.run_entry(node, frame.class_ref, closure=dict(frame.env), no_grad=frame.no_grad,
-                                   root=frame.root)
+                                   root=frame.root, module=frame.module)
                 except Budget:
-                    self._abandon(node.name.value, node, f"step budget of {frames.MAX_STEPS:,} exhausted", root=frame.root)
+                    self._abandon(node.name.value, node, f"step budget of {frames.MAX_STEPS:,} exhausted",
+                                  frame.module, root=frame.root)
                 self.steps = saved
         elif isinstance(node, cst.ClassDef):
             frame.env[node.name.value] = ClassRef(node.name.value, node, frame.module)
@@ -180,6 +185,7 @@ class Statements:
 
     def exec_if(self, node: cst.If, frame: Frame) -> None:
         decision, then_paths, else_paths = self.branch_paths(node.test, frame)
+        chosen = self.chosen_by_caller(node.test, frame)
         branches: list[tuple[list, tuple]] = []
         if decision is not False:
             branches.extend((list(node.body.body), frame.conditions + path) for path in then_paths)
@@ -193,7 +199,7 @@ class Statements:
         envs = []
         survivors = []
         for statements, conditions in branches:
-            branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False)
+            branch = frame.child(env=dict(frame.env), conditions=conditions, returned=False, chosen=chosen)
             self.exec_block(statements, branch)
             if not branch.returned:
                 envs.append(branch.env)
@@ -221,13 +227,24 @@ class Statements:
         body = list(node.body.body)
         assigned = assigned_names(body)
         epoch_loop = frame.epoch_loop
+        update = None
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter, frame)
             element = self._element(iterable, node.iter, frame)
-            iter_source = frame.module.source(node.iter).strip()
-            iter_text = iter_source.lower()
-            if any(word in iter_text for word in ("epoch", "iteration", "minibatch", "mini_batch", "ppo_step", "update")):
-                epoch_loop = epoch_loop or iter_source
+            if reuses_one_batch(node, lambda name: _local(frame.env.get(name)), frame.root) \
+                    and not accumulates_gradients(node, frame.root):
+                update = UpdateLoop(frame.module.source(node.iter).strip())
+                epoch_loop = epoch_loop or update.source
+        if update is not None:
+            self.update_loops.append(update)
+        try:
+            self._run_loop(node, body, assigned, frame, epoch_loop, update, element if isinstance(node, cst.For) else None)
+        finally:
+            if update is not None:
+                self.update_loops.pop()
+
+    def _run_loop(self, node: cst.For | cst.While, body: list, assigned: list[str], frame: Frame, epoch_loop: str,
+                  update: UpdateLoop | None, element: Value | None) -> None:
         # only a name an iteration may read before binding it carries a value around the loop
         loops = frame.loops + 1
         exposed = exposed_names(node) if loops <= MAX_PROBED_LOOPS else ()
@@ -240,13 +257,25 @@ class Statements:
             if isinstance(node, cst.For):
                 self.assign(node.target, element, probe, node)
             self.exec_block(body, probe)
+        # a loop through the positions of a sequence credits each token with the ones after it
+        # (returns, GAE); a loop over items of one shape (teachers, micro-batches) only adds
+        # them up: what it carries is its first value plus the increment, per token as before
+        positional = walks_positions(node)
+        summed: list[str] = []
         for name, placeholder in placeholders.items():
             grown = [option for option in alternatives(probe.env.get(name))
                      if isinstance(option, Tensor) and placeholder.expr in symbols_of(option.expr)]
-            if grown:
+            if grown and positional:
+                for option in grown:
+                    note_reward_to_go(self, option.with_(expr=option.expr.subs(placeholder.expr, 0)),
+                                      self.anchor(node, frame), frame)
                 accumulators[name] = join(*(Tensor(self.algebra.table.reduce(option.expr.subs(placeholder.expr, 0), "rtg"))
                                             for option in grown))
-        # pass 2: the real run
+            elif grown:
+                summed.append(name)
+        # pass 2: the real run (what the probe generated is not this iteration's)
+        if update is not None:
+            update.fresh = False
         run = frame.child(env=dict(frame.env), epoch_loop=epoch_loop, loops=loops,
                           accumulators={**frame.accumulators, **accumulators}, returned=False)
         for name, value in accumulators.items():
@@ -254,7 +283,31 @@ class Statements:
         if isinstance(node, cst.For):
             self.assign(node.target, element, run, node)
         self.exec_block(body, run)
+        for name in summed:
+            self._mark_accumulated(name, body, run)
         self._merge_envs(frame, [frame.env, run.env])
+
+    def _mark_accumulated(self, name: str, body: list, frame: Frame) -> None:
+        """A KL term added into a running total over items of one shape (`total += kl` over
+        teachers) enters that total where it is accumulated: one pass of the body gives its
+        value (first value plus one increment), the statement is where the term joins it."""
+        statement = next((s for s in accumulating(body, name)), None)
+        if statement is None:
+            return
+        anchor = self.anchor(statement, frame)
+        options = []
+        for option in alternatives(frame.env.get(name)):
+            if isinstance(option, Tensor):
+                wrapped = self.algebra.wrap(option)
+                for symbol in self.algebra.kl_symbols(wrapped):
+                    term = self.algebra.kterms[symbol]
+                    if term.entry is None:
+                        term.entry = anchor
+                # a total, no longer an estimate written here: later operations keep the term
+                option = option.with_(expr=wrapped)
+            options.append(option)
+        if options:
+            frame.env[name] = join(*options)
 
     def _element(self, iterable: Value, node: cst.BaseExpression, frame: Frame) -> Value:
         options = []
@@ -285,6 +338,9 @@ class Statements:
                 if disables_adapters(call) or self._adapter_off_context(func, frame):
                     adapters_off = True
                 value = self.eval(call, frame)
+                grad, off = context_effect(value)  # a context held in a variable, or chosen at run time
+                no_grad = no_grad if grad is None else not grad
+                adapters_off = adapters_off or off
                 if item.asname is not None:
                     self.assign(item.asname.name, value, frame, node)
         saved = frame.no_grad, frame.adapters_off
@@ -309,6 +365,12 @@ class Statements:
         return False
 
 
+def _local(value: Value | None) -> bool:
+    """A local value or parameter (data), not a function, class, module or network."""
+    return value is not None and not any(isinstance(o, (FunctionRef, ClassRef, ModuleRef, Model))
+                                         for o in alternatives(value))
+
+
 def _returned_under(value: Value, conditions: tuple) -> Value:
     """`value` returned under the branch conditions of the `return`: an estimate formed before
     the branch (`forward` returned only when `mode` has no '+') is the result only under them.
@@ -324,8 +386,7 @@ def _returned_under(value: Value, conditions: tuple) -> Value:
             changed = True
             if narrowed(anchor.conditions + extra) is None:
                 continue  # formed under a configuration this return excludes
-            option = option.with_(anchor=Anchor(anchor.path, anchor.node_id, anchor.node, anchor.module,
-                                                anchor.conditions + extra, anchor.function, anchor.root))
+            option = option.with_(anchor=anchor.with_conditions(anchor.conditions + extra))
         options.append(option)
     if not changed:
         return value

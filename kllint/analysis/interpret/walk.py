@@ -57,6 +57,39 @@ _LAYOUT = ("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines", 
            "newline", "lbracket", "rbracket", "lbrace", "rbrace", "colon", "equal", "star", "dot", "operator")
 
 
+def values_used(node: cst.CSTNode) -> list[str]:
+    """The names whose own values an expression uses (memoised): `mode` of `mode == "k3"`,
+    `mode[:-1]` or `mode.endswith("+")`, but not `cfg` of `cfg.kl_type`: reading an attribute
+    of an object is a read of something else (a configuration field read here), while calling
+    a method of the value (a string's `endswith`) uses the value itself."""
+    return cached_per_node("values", node, lambda: _collect_values(node))
+
+
+def _collect_values(node: cst.CSTNode) -> list[str]:
+    names: list[str] = []
+    stack: list[Any] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, cst.Name):
+            names.append(item.value)
+        elif isinstance(item, cst.Lambda):
+            continue
+        elif isinstance(item, cst.Attribute):
+            continue  # an attribute read: `cfg.mode` is not `cfg`'s value
+        elif isinstance(item, cst.Call):
+            func = item.func
+            stack.append(func.value if isinstance(func, cst.Attribute) else func)  # `mode.endswith(...)`
+            stack.extend(arg.value for arg in item.args)
+        else:
+            for name in _child_fields(type(item)):
+                child = getattr(item, name)
+                if isinstance(child, cst.CSTNode):
+                    stack.append(child)
+                elif isinstance(child, (list, tuple)):
+                    stack.extend(c for c in child if isinstance(c, cst.CSTNode))
+    return list(dict.fromkeys(names))
+
+
 def _child_fields(kind: type) -> tuple[str, ...]:
     found = _CHILD_FIELDS.get(kind)
     if found is None:
