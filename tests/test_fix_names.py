@@ -60,22 +60,24 @@ def test_a_k1_shifted_by_a_constant_uses_the_log_ratio_it_binds():
     ]
 
 
-def test_a_name_that_already_holds_the_log_ratio_is_reused(tmp_path):
+def _k3_fix_lines(tmp_path: Path, setup: str) -> list[str]:
+    """The lines the KL102 fix of the k3 loss (`TAIL`) writes after `setup` in the step."""
     path = tmp_path / "train.py"
-    path.write_text(HEAD + "    d = ref_logp - logp\n    print(d.mean().item())\n" + TAIL, encoding="utf-8")
+    path.write_text(HEAD + setup + TAIL, encoding="utf-8")
     (finding,) = [f for f in _fixes(path) if f["code"] == "KL102"]
-    assert finding["fix"]["region"]["content"].splitlines() == [
+    return finding["fix"]["region"]["content"].splitlines()
+
+
+def test_a_name_that_already_holds_the_log_ratio_is_reused(tmp_path):
+    assert _k3_fix_lines(tmp_path, "    d = ref_logp - logp\n    print(d.mean().item())\n") == [
         "    k2 = 0.5 * d ** 2",
         "    kl = k2 - k2.detach() + (torch.exp(d) - d - 1).detach()",
     ]
 
 
 def test_a_name_whose_operands_changed_since_is_not_reused(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(HEAD + "    d = ref_logp - logp\n    print(d.mean().item())\n"
-                    "    ref_logp = ref_logp.clamp(-20.0, 0.0)\n" + TAIL, encoding="utf-8")
-    (finding,) = [f for f in _fixes(path) if f["code"] == "KL102"]
-    assert finding["fix"]["region"]["content"].splitlines() == [
+    assert _k3_fix_lines(tmp_path, "    d = ref_logp - logp\n    print(d.mean().item())\n"
+                                   "    ref_logp = ref_logp.clamp(-20.0, 0.0)\n") == [
         "    log_ratio = ref_logp - logp",
         "    k2 = 0.5 * log_ratio ** 2",
         "    kl = k2 - k2.detach() + (torch.exp(log_ratio) - log_ratio - 1).detach()",
@@ -83,7 +85,5 @@ def test_a_name_whose_operands_changed_since_is_not_reused(tmp_path):
 
 
 def test_the_opposite_log_ratio_is_not_taken_for_the_same_value(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(HEAD + "    gap = logp - ref_logp\n    print(gap.mean().item())\n" + TAIL, encoding="utf-8")
-    (finding,) = [f for f in _fixes(path) if f["code"] == "KL102"]
-    assert finding["fix"]["region"]["content"].splitlines()[0] == "    log_ratio = ref_logp - logp"
+    lines = _k3_fix_lines(tmp_path, "    gap = logp - ref_logp\n    print(gap.mean().item())\n")
+    assert lines[0] == "    log_ratio = ref_logp - logp"
