@@ -24,8 +24,9 @@ from kllint.config import OUTPUT_FORMATS
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-# an f-string (so the newer-grammar parser child runs) in a file that does not parse
-BROKEN = 'print(f"{1}")\nif :\n    pass\n'
+# an f-string (so the newer-grammar parser child runs) in a file that does not parse and names a
+# KL (a file naming none is skipped unparsed)
+BROKEN = 'kl = 1\nprint(f"{kl}")\nif :\n    pass\n'
 COMMON = ("json", "typing", "re", "ast", "enum", "copy", "inspect", "warnings", "libcst", "os", "io", "abc",
           "codecs", "encodings", "site", "sitecustomize", "usercustomize", "types", "functools", "collections",
           "subprocess", "tempfile", "shutil", "pathlib", "signal", "resource", "selectors", "threading",

@@ -18,6 +18,9 @@ import pytest
 import yaml
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+# a syntax error in a file that names a KL (one naming none is skipped unparsed, as files the
+# prefilter rejects are)
+BROKEN_KL = "def kl_penalty(:\n    pass\n"
 K3_LOSS = """import torch
 
 
@@ -109,7 +112,7 @@ def _commit(project, files: dict[str, str]) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.network  # pre-commit builds the hook venv: pip fetches the dependencies
 def test_commit_with_finding_fails_and_clean_commit_passes(project):
-    broken = _commit(project, {"bad.py": "def f(:\n    pass\n"})
+    broken = _commit(project, {"bad.py": BROKEN_KL})
     output = broken.stdout + broken.stderr
     assert broken.returncode != 0, output
     assert "kllint" in output and "Failed" in output
@@ -168,7 +171,7 @@ def test_readme_local_hook_works_as_written(tmp_path, pre_commit_home):
     _git("commit", "-q", "--no-verify", "-m", "setup", cwd=repo, env=env)
     subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, env=env, check=True,
                    capture_output=True)
-    result = _commit((repo, env), {"bad.py": "def f(:\n    pass\n"})
+    result = _commit((repo, env), {"bad.py": BROKEN_KL})
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "KL900" in output, output
     _git("reset", "-q", "HEAD", "--", "bad.py", cwd=repo, env=env)

@@ -6,7 +6,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from kllint.analysis.project import callers as callers_module
-from kllint.analysis.project.callers import callers_of
+from kllint.analysis.project.callers import callers_of, upstream_files
 from kllint.analysis.project.files import project_files, project_root
 
 
@@ -109,3 +109,48 @@ def test_a_search_cut_by_the_limit_says_so(tmp_path, monkeypatch):
     callers_module.model_for.cache_clear()
     found = callers_of(tmp_path / "core.py", {"kl"})
     assert len(found.found) == 3 and "more than 3 callers" in found.truncated
+
+
+def _fresh_model() -> None:
+    project_root.cache_clear()
+    project_files.cache_clear()
+    callers_module.model_for.cache_clear()
+
+
+def test_an_installed_package_is_its_own_project(tmp_path):
+    # a folder of installed distributions under a folder with a project marker (a tool's checkout)
+    _write(tmp_path, {".git/HEAD": "", "lib/site/dep-1.0.dist-info/METADATA": "",
+                      "lib/site/dep/__init__.py": "", "lib/site/dep/sub/mod.py": "", "lib/site/other/x.py": ""})
+    _fresh_model()
+    assert project_root((tmp_path / "lib" / "site" / "dep" / "sub").resolve()) == (tmp_path / "lib/site/dep").resolve()
+    assert project_root(tmp_path.resolve()) == tmp_path.resolve()
+
+
+def test_upstream_files_of_several_checked_modules_in_one_search(tmp_path):
+    _write(tmp_path, {
+        "pyproject.toml": "",
+        "pkg/__init__.py": "",
+        "pkg/kl_terms.py": "def kl_penalty(a, b):\n    return a - b\n",
+        "pkg/ratio.py": "def kl_ratio(a, b):\n    return a / b\n",
+        "pkg/loss.py": "from pkg.kl_terms import kl_penalty\n\ndef total(x, y):\n    return kl_penalty(x, y)\n",
+        "scripts/train.py": "from pkg.loss import total\n\ntotal(1, 2)\n",
+        "scripts/other.py": "from pkg.ratio import kl_ratio\n\nkl_ratio(1, 2)\n",
+        "scripts/unrelated.py": "print(1)\n",
+    })
+    _fresh_model()
+    checked = [tmp_path / "pkg/kl_terms.py", tmp_path / "pkg/ratio.py", tmp_path / "pkg/loss.py"]
+    upstream, notes = upstream_files(checked, {p.resolve() for p in checked})
+    # the checked `loss.py` is no context file, but its caller is (a level further up)
+    assert [p.relative_to(tmp_path.resolve()).as_posix() for p in upstream] == ["scripts/other.py", "scripts/train.py"]
+    assert notes == []
+
+
+def test_a_search_reading_too_many_modules_says_so(tmp_path, monkeypatch):
+    files = {"pyproject.toml": "", "core.py": "def kl(a):\n    return a\n"}
+    files.update({f"user{i}.py": "from core import kl\n\ndef f(x):\n    return kl(x)\n" for i in range(5)})
+    _write(tmp_path, files)
+    monkeypatch.setattr(callers_module, "MAX_EXAMINED", 2)
+    _fresh_model()
+    upstream, notes = upstream_files([tmp_path / "core.py"], {(tmp_path / "core.py").resolve()})
+    assert len(upstream) <= 2
+    assert len(notes) == 1 and "more than 2 modules that may call them" in notes[0]

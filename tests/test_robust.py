@@ -34,9 +34,8 @@ from hypothesis import strategies as st
 
 from kllint.api import check_paths
 from kllint.diagnostics import Diagnostic
-from kllint.pipeline.prefilter import might_matter
-from kllint.pipeline.source import decode_source
 from kllint.report import json as report_json
+from prefilter_oracle import prefilter_admits
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_FILES = sorted((ROOT / "fixtures").rglob("*.py"))
@@ -80,7 +79,7 @@ def test_torch_corpus(tmp_path):
     extra = tmp_path / "damaged"
     extra.mkdir()
     sample = files[len(files) // 2].read_bytes()
-    (extra / "truncated.py").write_bytes(sample[: len(sample) // 2] + b"\ndef broken(:\n")
+    (extra / "truncated.py").write_bytes(sample[: len(sample) // 2] + b"\ndef kl_broken(:\n")
     (extra / "latin1.py").write_bytes(b"name = '\xe9t\xe9'\n")  # not UTF-8, no coding cookie
     (extra / "cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\nkl_name = '\xe9t\xe9'\n")
     (extra / "bom.py").write_bytes(b"\xef\xbb\xbfkl = 1\n")
@@ -96,10 +95,12 @@ def test_torch_corpus(tmp_path):
     findings = json.loads(cold.stdout)
 
     kl900 = {(root.parent / d["path"]).resolve() for d in findings if d["code"] == "KL900"}  # paths as shown
-    rejected_by_ast, rejected_by_libcst_only = set(), set()
+    rejected_by_ast, rejected_by_libcst_only, unread = set(), set(), set()
     for path in files:
         data = path.read_bytes()
-        if not _ast_accepts(data):  # bytes: decoded as Python does (BOM, PEP 263 cookie, else UTF-8)
+        if not prefilter_admits(data):  # names no KL: skipped unparsed, never KL900
+            unread.add(path.resolve())
+        elif not _ast_accepts(data):  # bytes: decoded as Python does (BOM, PEP 263 cookie, else UTF-8)
             rejected_by_ast.add(path.resolve())
         elif path.resolve() in kl900 and not _libcst_accepts(data):
             rejected_by_libcst_only.add(path.resolve())
@@ -108,6 +109,7 @@ def test_torch_corpus(tmp_path):
     assert rejected_by_ast - newer_python <= kl900, sorted(rejected_by_ast - newer_python - kl900)
     unexplained = kl900 - rejected_by_ast - rejected_by_libcst_only
     assert not unexplained, sorted(unexplained)
+    assert not kl900 & unread, sorted(kl900 & unread)
     assert {p.name for p in kl900 if p.parent.name == "damaged"} == {"truncated.py", "latin1.py"}
 
     started = time.monotonic()
@@ -158,16 +160,6 @@ def _mutate(data: st.DataObject, text: str) -> bytes:
     return "".join(lines).encode("utf-8", errors="surrogatepass")
 
 
-def _read_for_kl(raw: bytes) -> bool:
-    """Whether a file is parsed at all: its text names a KL or the reference (the prefilter
-    lets the others go unparsed), or it cannot be decoded (KL900 before any look at its text)."""
-    try:
-        text = decode_source(raw)
-    except (UnicodeDecodeError, LookupError, SyntaxError):
-        return True
-    return might_matter(text)
-
-
 def _render(result) -> str:
     assert isinstance(result.diagnostics, list)
     assert all(isinstance(d, Diagnostic) for d in result.diagnostics)
@@ -188,7 +180,7 @@ def test_mutated_fixtures_never_crash(data):
     assert _render(first) == _render(second)
     assert first.files_checked == 1
     kl900 = [d for d in first.diagnostics if d.code == "KL900"]
-    if not _ast_accepts(mutated) and _read_for_kl(mutated):  # bytes decoded as Python does
+    if not _ast_accepts(mutated) and prefilter_admits(mutated):  # bytes decoded as Python does
         assert kl900, "Python rejects this file: KL900 expected"
     elif not _ast_accepts(mutated):  # its text names no KL nor reference: skipped unparsed
         assert first.diagnostics == [], "a file naming no KL is never parsed: no finding expected"

@@ -369,10 +369,10 @@ def _elsewhere_without_grad(module: ModuleInfo, name: str, cls: str, depth: int,
     path = module.path.resolve()
     if not path.is_file():
         return called  # a text without a project: its own uses are all there is
-    callers = callers_of(path, {cls or name})
+    callers = callers_of(path, {cls or name}, levels=1)
     if callers.truncated:
         return False  # not every caller is known
-    importers = list(dict.fromkeys(caller.path for caller in callers.found if caller.level == 1))
+    importers = list(dict.fromkeys(caller.path for caller in callers.found))
     seen = {path}
     for other_path in importers:
         verdict = _calls_without_grad(module, other_path, name, depth, index, seen)

@@ -19,8 +19,9 @@ def identifiers(node: ast.AST, import_parts: bool = False) -> frozenset[str]:
     (`"see docs/reference.md"`), from which the analysis never reads a role (`roles.tokens`). `import_parts`: also every part of every
     imported name (`kl_div` of `from m import kl_div as d`), not only the name it binds.
 
-    The answer for a definition (function or class) is kept on its node: the prefilter's walk of
-    a module answers the entry points' questions about each of its definitions."""
+    The answer for a definition (function or class) or a module is kept on its node: the
+    prefilter's walk of a module answers the entry points' questions about each of its
+    definitions."""
     names, parts, _ = _outline_of(node)
     return names | parts if import_parts else names
 
@@ -34,6 +35,7 @@ def called_names(node: ast.AST) -> frozenset[str]:
 
 _KEPT = "_kllint_identifiers"
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_KEPT_FOR = (*_DEFINITIONS, ast.Module)  # asked again for each unit of the module (entry points)
 _Outline = tuple[frozenset[str], frozenset[str], frozenset[str]]  # names, import parts, called names
 # nodes that hold no name and no child (contexts, operators): never pushed, and a `Name` is read
 # without walking on to its context; the others are told apart by their exact type (`ast.parse`
@@ -95,7 +97,7 @@ def _outline_of(root: ast.AST) -> _Outline:
             elif isinstance(value, list):
                 stack.extend(child for child in value if isinstance(child, ast.AST))
     result = (frozenset(found), frozenset(parts), frozenset(called))
-    if isinstance(root, _DEFINITIONS):
+    if isinstance(root, _KEPT_FOR):
         root.__dict__[_KEPT] = result
     return result
 

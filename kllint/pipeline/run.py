@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kllint.analysis.index import IndexPerRoot, display_path, forget_package_roots
+from kllint.analysis.project.callers import refresh_models
 from kllint.config import Settings
 from kllint.diagnostics import Diagnostic
 from kllint.exit import keep_until_exit
@@ -68,12 +69,14 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
         kllint.config.ConfigError: when a file's configuration is invalid.
     """
     forget_package_roots()
+    refresh_models()
     if sites:
         cache = None
     checked = len(files)
     # the modules whose units call into the checked files, not checked themselves: analysed too,
     # for what they place in the checked files (a pre-commit run of one helper module)
-    files = list(files) + (context_files(files, settings) if prefilter else [])
+    context, context_notes = context_files(files, settings) if prefilter else ([], [])
+    files = list(files) + context
     # a file read from disk was found as a file (discovery): its folder's settings, without a
     # `stat` to tell it from a folder; text given in memory may name anything
     per_file = [settings.for_folder(item.path.parent) if item.content is None else settings.for_path(item.path)
@@ -122,7 +125,7 @@ def run(files: list[Discovered], settings: "Settings | SettingsSource",
     if cache is not None:
         cache.flush()
     place_foreign_findings(files[:checked], per_file, outcomes)
-    result = RunResult()
+    result = RunResult(notes=context_notes)
     seen: set[tuple] = set()
     abandoned: set[str] = set()
     for position, (item, outcome) in enumerate(zip(files[:checked], outcomes)):
@@ -211,21 +214,16 @@ def _text_of(item: Discovered) -> str | None:
         return None
 
 
-def context_files(files: list[Discovered], settings: "Settings | SettingsSource") -> list[Discovered]:
+def context_files(files: list[Discovered], settings: "Settings | SettingsSource") -> tuple[list[Discovered], list[str]]:
     """The project modules, not among `files`, holding units that call into the checked files
-    (`kllint.analysis.project.callers.upstream_files`); none when the run checks whole projects."""
+    (`kllint.analysis.project.callers.upstream_files`; none when the run checks whole projects),
+    and the notes of searches a limit cut."""
     from kllint.analysis.project.callers import upstream_files
 
     named = {safe_resolve(item.path) for item in files if item.content is None}
-    context: dict[Path, Discovered] = {}
-    for item in files:
-        if item.content is not None or item.path.suffix != ".py":
-            continue
-        try:
-            upstream = upstream_files(item.path, named, getattr(settings, "vocab", None))
-        except (OSError, RuntimeError):  # a symbolic link loop, an unreadable folder: no context
-            continue
-        for path in upstream:
-            if path not in named and path not in context:
-                context[path] = Discovered(path, display_path(path))
-    return list(context.values())
+    sources = [item.path for item in files if item.content is None and item.path.suffix == ".py"]
+    try:
+        upstream, notes = upstream_files(sources, named, getattr(settings, "vocab", None))
+    except (OSError, RuntimeError):  # a symbolic link loop, an unreadable folder: no context
+        return [], []
+    return [Discovered(path, display_path(path)) for path in upstream], notes

@@ -10,6 +10,7 @@ entry points that run the module's code with values its callers computed.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,9 @@ from kllint.analysis.project.outlines import MODULE_UNIT, ModuleOutline, Unit, o
 
 MAX_LEVELS = 3
 MAX_CALLERS = 32
+MAX_EXAMINED = 500  # modules read in one search for callers: a bound for a pre-commit run
+_GENERATION = [0]  # bumped by each run: the word indexes look at the files again
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -49,25 +53,38 @@ class ProjectModel:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.files = project_files(root)
-        self._scans: dict[frozenset[str], list[Path]] = {}
+        self._index: dict[str, list[int]] = {}
+        self._generation = -1
+        self._words: dict[Path, tuple[str, frozenset[str]]] = {}
+        self._resolved: dict[int, tuple[ModuleOutline, dict[str, tuple[Path, str] | None]]] = {}
         self._outlines: dict[Path, tuple[str, ModuleOutline | None]] = {}
         self._roots: dict[Path, tuple[Path, ...]] = {}
 
     # -- the files -------------------------------------------------------------------------
     def files_with(self, words: frozenset[str]) -> list[Path]:
-        """The project files whose text holds one of `words` as an identifier (one scan of
-        every file per set of words; the texts are read once)."""
-        known = self._scans.get(words)
-        if known is None:
-            known = []
-            for path in self.files.paths:
-                text = read_text(path)
-                if text is not None and any(word in text for word in words):
-                    known.append(path)  # a substring: the outline tells a real use
-            if len(self._scans) > 256:
-                self._scans.clear()
-            self._scans[words] = known
-        return known
+        """The project files, in walk order, holding one of `words` as an identifier (in code,
+        strings or comments: the outline tells a real use), from an index of every file's words
+        built once per run (`refresh_models`) from the texts, read again only when changed."""
+        if self._generation != _GENERATION[0]:
+            self._index = self._word_index()
+            self._generation = _GENERATION[0]
+        found: set[int] = set()
+        for word in words:
+            found.update(self._index.get(word, ()))
+        return [self.files.paths[position] for position in sorted(found)]
+
+    def _word_index(self) -> dict[str, list[int]]:
+        index: dict[str, list[int]] = {}
+        for position, path in enumerate(self.files.paths):
+            text = read_text(path)
+            if text is None:
+                continue
+            known = self._words.get(path)
+            if known is None or known[0] is not text:
+                known = self._words[path] = (text, frozenset(_IDENTIFIER.findall(text)))
+            for word in known[1]:
+                index.setdefault(word, []).append(position)
+        return index
 
     def outline(self, path: Path) -> ModuleOutline | None:
         text = read_text(path)
@@ -91,7 +108,17 @@ class ProjectModel:
     # -- resolution ------------------------------------------------------------------------
     def resolve(self, outline: ModuleOutline, name: str) -> tuple[Path, str] | None:
         """The file and top-level name a dotted name read in a module stands for (`mod.f` ->
-        (mod.py, "f")), through the module's imports; None when it names nothing of the project."""
+        (mod.py, "f")), through the module's imports; None when it names nothing of the project
+        (memoised per outline: a search asks for every name every unit reads)."""
+        known = self._resolved.get(id(outline))
+        if known is None or known[0] is not outline:
+            known = self._resolved[id(outline)] = (outline, {})
+        answers = known[1]
+        if name not in answers:
+            answers[name] = self._resolve(outline, name)
+        return answers[name]
+
+    def _resolve(self, outline: ModuleOutline, name: str) -> tuple[Path, str] | None:
         parts = name.split(".")
         roots = self._import_roots(outline.path)
         bound = outline.bindings.get(parts[0])
@@ -136,22 +163,37 @@ def model_for(root: Path) -> ProjectModel:
     return ProjectModel(root)
 
 
-def callers_of(path: Path, names: Iterable[str]) -> Callers:
+def refresh_models() -> None:
+    """Have the project models look at their files again (a new run may see edited ones)."""
+    _GENERATION[0] += 1
+
+
+def callers_of(path: Path, names: Iterable[str], levels: int = MAX_LEVELS) -> Callers:
     """The callers, in its project, of the top-level functions and classes `names` of the module
-    at `path`, nearest first."""
+    at `path`, nearest first, up to `levels` (1: the units reading them)."""
     path = path.resolve()
     model = model_for(project_root(path.parent))
     target = model.outline(path)
     wanted_names = set(names) & target.definitions if target is not None else set()
     if not wanted_names:
         return Callers(())
+    return _search(model, {path: wanted_names}, {path}, MAX_CALLERS, levels)
+
+
+def _search(model: ProjectModel, wanted: dict[Path, set[str]], targets: set[Path], limit: int,
+            levels: int = MAX_LEVELS) -> Callers:
+    """The units reading the wanted (file, names), then their callers, for `levels` levels;
+    stops at `limit` callers or after reading `MAX_EXAMINED` modules that may call (and says so)."""
     found: dict[tuple[Path, str, str], Caller] = {}
-    wanted: dict[Path, set[str]] = {path: wanted_names}
-    for level in range(1, MAX_LEVELS + 1):
-        added = _readers(model, wanted, path, level, found)
-        if len(found) >= MAX_CALLERS:
-            return Callers(tuple(sorted(found.values(), key=_order))[:MAX_CALLERS],
-                           f"more than {MAX_CALLERS} callers in the project")
+    budget = [MAX_EXAMINED]
+    for level in range(1, levels + 1):
+        added = _readers(model, wanted, targets, level, found, budget)
+        if len(found) >= limit:
+            return Callers(tuple(sorted(found.values(), key=_order))[:limit],
+                           f"more than {limit} callers in the project")
+        if budget[0] < 0:
+            return Callers(tuple(sorted(found.values(), key=_order)),
+                           f"more than {MAX_EXAMINED} modules that may call them")
         if not added:
             break
         wanted = {}
@@ -169,15 +211,17 @@ def _order(caller: Caller) -> tuple:
     return caller.level, str(caller.path), caller.line
 
 
-def _readers(model: ProjectModel, wanted: dict[Path, set[str]], checked: Path, level: int,
-             found: dict[tuple[Path, str, str], Caller]) -> list[Caller]:
+def _readers(model: ProjectModel, wanted: dict[Path, set[str]], targets: set[Path], level: int,
+             found: dict[tuple[Path, str, str], Caller], budget: list[int]) -> list[Caller]:
     """The units that read a wanted (file, name) pair, not yet found; in the module of a wanted
-    method's class, the units calling it on `self` or through the class."""
+    method's class, the units calling it on `self` or through the class. A unit of a module among
+    `targets` is a caller only of the other modules' names (its own module is analysed anyway).
+    Each module read spends one of `budget` (below zero: the search was cut)."""
     added: list[Caller] = []
 
     def add(path: Path, unit: Unit) -> None:
         key = (path, unit.cls, unit.name)
-        if key not in found and path != checked:
+        if key not in found:
             found[key] = caller = Caller(path, unit.cls, unit.name, unit.line, level)
             added.append(caller)
 
@@ -186,14 +230,21 @@ def _readers(model: ProjectModel, wanted: dict[Path, set[str]], checked: Path, l
     if words:
         candidates.update(model.files_with(words))
     for module_path in sorted(candidates):
+        reading = wanted if module_path not in targets else {
+            path: names for path, names in wanted.items() if path != module_path}
+        if not reading:
+            continue
+        budget[0] -= 1
+        if budget[0] < 0:
+            break
         outline = model.outline(module_path)
         if outline is None:
             continue
         for unit in outline.units:
-            if _reads_wanted(model, outline, unit, wanted):
+            if _reads_wanted(model, outline, unit, reading):
                 add(module_path, unit)
                 for attribute, reads in unit.self_stores.items():
-                    if unit.cls and any(_resolves_to(model, outline, name, wanted) for name in reads):
+                    if unit.cls and any(_resolves_to(model, outline, name, reading) for name in reads):
                         for other in outline.units:  # the methods using what it stored
                             if other.cls == unit.cls and attribute in other.self_reads:
                                 add(module_path, other)
@@ -221,22 +272,39 @@ def _resolves_to(model: ProjectModel, outline: ModuleOutline, name: str, wanted:
     return resolved is not None and resolved[1] in wanted.get(resolved[0], ())
 
 
-def upstream_files(path: Path, checked: set[Path], vocab: Any = None) -> list[Path]:
-    """The project files, other than `path`, holding units that call into the module at `path`
-    (its top-level functions and classes with a unit that names a KL or the reference), directly
-    or through other callers: what a run must also analyse when it checks `path` without them.
-    None when every file of the project is among `checked` (resolved paths)."""
-    from kllint.pipeline.prefilter import names_matter
+def upstream_files(paths: Iterable[Path], checked: set[Path], vocab: Any = None) -> tuple[list[Path], list[str]]:
+    """The project files, other than `paths`, holding units that call into the modules at `paths`
+    (their top-level functions and classes with a unit that names a KL or the reference), directly
+    or through other callers: what a run must also analyse when it checks `paths` without them.
+    One search per project, for all its checked modules; none for a project whose files are all
+    among `checked` (resolved paths). Also the notes of searches a limit cut (`MAX_CALLERS` for
+    each checked module)."""
+    from kllint.pipeline.prefilter import might_matter, names_matter
 
-    path = path.resolve()
-    model = model_for(project_root(path.parent))
-    if all(p.resolve() in checked for p in model.files.paths):
-        return []
-    outline = model.outline(path)
-    if outline is None:
-        return []
-    names = {unit.cls or unit.name for unit in outline.units
-             if unit.name != MODULE_UNIT and names_matter(unit.identifiers, vocab)}
-    if not names:
-        return []
-    return sorted({caller.path.resolve() for caller in callers_of(path, names).found} - {path})
+    per_root: dict[Path, list[Path]] = {}
+    for path in paths:
+        path = path.resolve()
+        per_root.setdefault(project_root(path.parent), []).append(path)
+    found: set[Path] = set()
+    notes: list[str] = []
+    for root, modules in per_root.items():
+        model = model_for(root)
+        if all(p.resolve() in checked for p in model.files.paths):
+            continue
+        wanted: dict[Path, set[str]] = {}
+        for path in modules:
+            text = read_text(path)
+            if text is None or not might_matter(text, vocab):  # no unit of it can name a KL
+                continue
+            outline = model.outline(path)
+            names = {unit.cls or unit.name for unit in outline.units
+                     if unit.name != MODULE_UNIT and names_matter(unit.identifiers, vocab)} if outline else set()
+            if names:
+                wanted[path] = names
+        if not wanted:
+            continue
+        callers = _search(model, wanted, set(wanted), MAX_CALLERS * len(wanted))
+        found.update(caller.path.resolve() for caller in callers.found)
+        if callers.truncated:
+            notes.append(f"callers of the checked files in {root} searched in part: {callers.truncated}")
+    return sorted(found - checked), notes

@@ -2,7 +2,8 @@
 
 The project root is the nearest folder at or above the file's folder that holds a project
 marker (`pyproject.toml`, `setup.py`, `setup.cfg`, `.git`); a file with none above it belongs to
-its import root (the folder above its top-level package). The files are read once per process
+its import root (the folder above its top-level package), an installed package's file to the
+package's top-level folder. The files are read once per process
 and kept while they are unchanged (size and modification time).
 """
 from __future__ import annotations
@@ -23,14 +24,27 @@ SKIPPED_FOLDERS = frozenset(DEFAULT_EXCLUDES) | {".eggs", ".ipynb_checkpoints", 
 
 @lru_cache(maxsize=4096)
 def project_root(folder: Path) -> Path:
-    """The project root of a file in `folder` (an absolute, resolved folder)."""
+    """The project root of a file in `folder` (an absolute, resolved folder). An installed package
+    is its own project: the walk up stops below a folder of installed distributions (one holding
+    `*.dist-info` metadata, such as `site-packages`) at the package's top-level folder."""
     current = folder
     while True:
         if any((current / marker).exists() for marker in ROOT_MARKERS):
             return current
         if current.parent == current:
             return package_folders(folder)[0]
+        if _installs_distributions(current.parent):
+            return current
         current = current.parent
+
+
+@lru_cache(maxsize=256)
+def _installs_distributions(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.name.endswith(".dist-info") for entry in entries)
+    except OSError:
+        return False
 
 
 class ProjectFiles:
