@@ -7,6 +7,7 @@ from textwrap import dedent
 
 from kllint.analysis.project import callers as callers_module
 from kllint.analysis.project.callers import callers_of, upstream_files
+from kllint.analysis.project.bases import framework_may_call
 from kllint.analysis.project.files import project_files, project_root
 
 
@@ -154,3 +155,21 @@ def test_a_search_reading_too_many_modules_says_so(tmp_path, monkeypatch):
     upstream, notes = upstream_files([tmp_path / "core.py"], {(tmp_path / "core.py").resolve()})
     assert len(upstream) <= 2
     assert len(notes) == 1 and "more than 2 modules that may call them" in notes[0]
+
+
+def test_names_reexported_by_a_package_resolve_to_their_definitions(tmp_path):
+    _write(tmp_path, {
+        "pyproject.toml": "",
+        "pkg/__init__.py": "from pkg.base import TrainerBase\nfrom .losses import penalty\n",
+        "pkg/base.py": "class TrainerBase:\n    def fit(self):\n        pass\n",
+        "pkg/losses.py": "def penalty(a, b):\n    return a - b\n",
+        "pkg/trainer.py": "from pkg import TrainerBase, penalty\n\n\nclass Trainer(TrainerBase):\n"
+                          "    def compute_kl(self, x, y):\n        return penalty(x, y)\n",
+    })
+    _fresh_model()
+    # a caller through the package's re-export
+    assert ("trainer.py", "Trainer", "compute_kl", 1) in _callers(tmp_path / "pkg/losses.py", {"penalty"})
+    # a base re-exported by the package is read where it is defined: nothing outside the project
+    # derives from it, so only the project calls `compute_kl`
+    trainer = tmp_path / "pkg/trainer.py"
+    assert not framework_may_call(trainer, trainer.read_text(), "Trainer", "compute_kl")

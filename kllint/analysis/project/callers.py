@@ -22,6 +22,7 @@ from kllint.analysis.project.outlines import MODULE_UNIT, ModuleOutline, Unit, o
 
 MAX_LEVELS = 3
 MAX_CALLERS = 32
+MAX_REEXPORTS = 4  # modules a name is followed through (`pkg/__init__.py` importing it from `pkg.mod`)
 MAX_EXAMINED = 500  # modules read in one search for callers: a bound for a pre-commit run
 _GENERATION = [0]  # bumped by each run: the word indexes look at the files again
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -115,8 +116,22 @@ class ProjectModel:
             known = self._resolved[id(outline)] = (outline, {})
         answers = known[1]
         if name not in answers:
-            answers[name] = self._resolve(outline, name)
+            answers[name] = self._reexported(self._resolve(outline, name))
         return answers[name]
+
+    def _reexported(self, found: tuple[Path, str] | None) -> tuple[Path, str] | None:
+        """Where a name a module imports, but does not define, comes from (a package's
+        `__init__.py` re-exporting `from .losses import PolicyLoss`), through `MAX_REEXPORTS`
+        modules at most; the module itself when it defines the name or cannot say."""
+        for _ in range(MAX_REEXPORTS):
+            outline = self.outline(found[0]) if found is not None else None
+            if outline is None or found[1] in outline.definitions or found[1] not in outline.bindings:
+                return found
+            further = self._resolve(outline, found[1])
+            if further is None or further == found:
+                return found
+            found = further
+        return found
 
     def _resolve(self, outline: ModuleOutline, name: str) -> tuple[Path, str] | None:
         parts = name.split(".")
