@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kllint.analysis.index import IndexPerRoot, display_path, forget_package_roots
